@@ -1,0 +1,8 @@
+//! The graph IR: operand descriptors, the builder that validates and records operators, and the
+//! description of a graph handed to the runtime by `build()`.
+
+pub mod builder;
+pub mod operand;
+
+pub use builder::{ConstantValue, GraphBuilder, GraphDescription, Operand, OperandSource, Operator};
+pub use operand::{DataType, OperandDescriptor};

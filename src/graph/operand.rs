@@ -1,0 +1,167 @@
+//! Operand data types and descriptors (the spec's `MLOperandDataType` and `MLOperandDescriptor`).
+
+use crate::error::{Error, Result};
+
+/// `MLOperandDataType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DataType {
+    Float32,
+    Float16,
+    Int32,
+    Uint32,
+    Int64,
+    Uint64,
+    Int8,
+    Uint8,
+}
+
+impl DataType {
+    /// Every data type, in the spec's order.
+    pub const ALL: [DataType; 8] = [
+        DataType::Float32,
+        DataType::Float16,
+        DataType::Int32,
+        DataType::Uint32,
+        DataType::Int64,
+        DataType::Uint64,
+        DataType::Int8,
+        DataType::Uint8,
+    ];
+
+    /// The spec's name of the type, e.g. `"float32"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DataType::Float32 => "float32",
+            DataType::Float16 => "float16",
+            DataType::Int32 => "int32",
+            DataType::Uint32 => "uint32",
+            DataType::Int64 => "int64",
+            DataType::Uint64 => "uint64",
+            DataType::Int8 => "int8",
+            DataType::Uint8 => "uint8",
+        }
+    }
+
+    /// Parses a spec name; unknown names are a `TypeError` (as the IDL enum conversion is).
+    pub fn from_name(name: &str) -> Result<DataType> {
+        DataType::ALL
+            .into_iter()
+            .find(|t| t.name() == name)
+            .ok_or_else(|| Error::Type(format!("'{name}' is not a valid MLOperandDataType")))
+    }
+
+    /// Bytes of one element (the element size of the matching ArrayBufferView).
+    pub fn byte_size(self) -> u64 {
+        match self {
+            DataType::Float32 | DataType::Int32 | DataType::Uint32 => 4,
+            DataType::Float16 => 2,
+            DataType::Int64 | DataType::Uint64 => 8,
+            DataType::Int8 | DataType::Uint8 => 1,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, DataType::Float32 | DataType::Float16)
+    }
+
+    pub fn is_signed(self) -> bool {
+        matches!(self, DataType::Float32 | DataType::Float16 | DataType::Int32 | DataType::Int64 | DataType::Int8)
+    }
+}
+
+impl std::fmt::Display for DataType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The largest rank this implementation accepts (the spec lets implementations bound it).
+pub const MAX_RANK: usize = 8;
+
+/// `MLOperandDescriptor`: a data type and a shape (empty for scalars).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OperandDescriptor {
+    pub data_type: DataType,
+    pub shape: Vec<u32>,
+}
+
+impl OperandDescriptor {
+    pub fn new(data_type: DataType, shape: impl Into<Vec<u32>>) -> Self {
+        OperandDescriptor { data_type, shape: shape.into() }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// The spec's element count (1 for scalars).
+    pub fn element_count(&self) -> u64 {
+        self.shape.iter().map(|&d| d as u64).product()
+    }
+
+    /// The spec's byte length.
+    pub fn byte_length(&self) -> u64 {
+        self.element_count() * self.data_type.byte_size()
+    }
+
+    /// The spec's "check dimensions": every dimension and the element count are valid
+    /// dimensions (1 ..= i32::MAX), and the rank is supported.
+    pub fn check_dimensions(&self) -> Result<()> {
+        if self.shape.len() > MAX_RANK {
+            return Err(Error::Type(format!(
+                "rank {} is larger than the supported maximum of {MAX_RANK}",
+                self.shape.len()
+            )));
+        }
+        if let Some(d) = self.shape.iter().find(|&&d| d == 0 || d > i32::MAX as u32) {
+            return Err(Error::Type(format!("invalid dimension {d} in shape {:?}", self.shape)));
+        }
+        let count = self.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
+        match count {
+            Some(c) if c <= i32::MAX as u64 => Ok(()),
+            _ => Err(Error::Type(format!("the element count of shape {:?} is too large", self.shape))),
+        }
+    }
+}
+
+impl std::fmt::Display for OperandDescriptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{:?}", self.data_type, self.shape)
+    }
+}
+
+/// Row-major strides of a shape, in elements.
+pub fn strides(shape: &[u32]) -> Vec<u64> {
+    let mut strides = vec![1u64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * shape[i + 1] as u64;
+    }
+    strides
+}
+
+/// The spec's "bidirectionally broadcast the shapes": `None` if they cannot be broadcast.
+pub fn broadcast_shapes(a: &[u32], b: &[u32]) -> Option<Vec<u32>> {
+    let rank = a.len().max(b.len());
+    let mut out = vec![0u32; rank];
+    for i in 0..rank {
+        let da = if i < rank - a.len() { 1 } else { a[i - (rank - a.len())] };
+        let db = if i < rank - b.len() { 1 } else { b[i - (rank - b.len())] };
+        out[i] = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return None;
+        };
+    }
+    Some(out)
+}
+
+/// The spec's "unidirectionally broadcastable": `from` can be broadcast to `to`.
+pub fn is_unidirectionally_broadcastable(from: &[u32], to: &[u32]) -> bool {
+    if from.len() > to.len() {
+        return false;
+    }
+    let offset = to.len() - from.len();
+    from.iter().enumerate().all(|(i, &d)| d == to[i + offset] || d == 1)
+}

@@ -1,0 +1,111 @@
+//! `opSupportLimits()`: what each operator accepts, in one table that validation also reads, so
+//! that a page can trust what it advertises.
+
+use crate::error::{Error, Result};
+use crate::graph::{DataType, OperandDescriptor};
+use crate::ops::Op;
+
+/// `MLTensorLimits` of one operand of one operator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorLimits {
+    pub name: &'static str,
+    pub data_types: Vec<DataType>,
+    pub rank_min: u32,
+    pub rank_max: u32,
+}
+
+/// The limits of one operator (one member of `MLOpSupportLimits`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpLimits {
+    pub name: &'static str,
+    pub operands: Vec<TensorLimits>,
+}
+
+pub const FLOATS: &[DataType] = &[DataType::Float32, DataType::Float16];
+pub const FLOATS_AND_INT32: &[DataType] = &[DataType::Float32, DataType::Float16, DataType::Int32];
+/// Every type the kernels store (64-bit integers are not supported yet).
+pub const SUPPORTED: &[DataType] = &[
+    DataType::Float32,
+    DataType::Float16,
+    DataType::Int32,
+    DataType::Uint32,
+    DataType::Int8,
+    DataType::Uint8,
+];
+pub const NUMERIC_SIGNED: &[DataType] = &[DataType::Float32, DataType::Float16, DataType::Int32, DataType::Int8];
+pub const INDICES: &[DataType] = &[DataType::Int32, DataType::Uint32];
+
+pub fn tensor(name: &'static str, data_types: &[DataType], rank_min: u32, rank_max: u32) -> TensorLimits {
+    TensorLimits { name, data_types: data_types.to_vec(), rank_min, rank_max }
+}
+
+/// Checks an operand's type and rank against its limits, with the operand's name in the error.
+pub fn check(limits: &TensorLimits, descriptor: &OperandDescriptor) -> Result<()> {
+    if !limits.data_types.contains(&descriptor.data_type) {
+        let allowed: Vec<&str> = limits.data_types.iter().map(|t| t.name()).collect();
+        return Err(Error::Type(format!(
+            "{} has data type {} but must be one of [{}]",
+            limits.name,
+            descriptor.data_type,
+            allowed.join(", ")
+        )));
+    }
+    let rank = descriptor.rank() as u32;
+    if rank < limits.rank_min || rank > limits.rank_max {
+        return Err(Error::Type(format!(
+            "{} has rank {rank} but must have rank {} to {}",
+            limits.name, limits.rank_min, limits.rank_max
+        )));
+    }
+    Ok(())
+}
+
+/// Every operator's limits, in the order of the spec.
+pub fn all() -> Vec<OpLimits> {
+    let mut all = Vec::new();
+    all.extend(crate::ops::elementwise_binary::limits());
+    all.extend(crate::ops::logical::limits());
+    all.extend(crate::ops::elementwise_unary::limits());
+    all.extend(crate::ops::activation::limits());
+    all.extend(crate::ops::matmul::limits());
+    all.extend(crate::ops::reshape::limits());
+    all.extend(crate::ops::transpose::limits());
+    all.extend(crate::ops::concat::limits());
+    all.extend(crate::ops::slice::limits());
+    all.extend(crate::ops::gather::limits());
+    all.extend(crate::ops::softmax::limits());
+    all.extend(crate::ops::reduce::limits());
+    all.extend(crate::ops::normalization::limits());
+    all.extend(crate::ops::cast::limits());
+    all.extend(crate::ops::where_op::limits());
+    all.sort_by_key(|l| l.name);
+    all
+}
+
+/// The limits of one operator by its spec name.
+pub fn of(name: &str) -> Result<OpLimits> {
+    all().into_iter().find(|l| l.name == name).ok_or_else(|| Error::NotSupported(format!("{name} is not supported")))
+}
+
+/// Checks that an operator got the number of operand inputs its options call for.
+pub fn check_input_count(op: &Op, count: usize) -> Result<()> {
+    let expected = match op {
+        Op::Binary(_) | Op::Compare(_) | Op::Matmul | Op::Gather { .. } => 2..=2,
+        Op::Gemm(o) => {
+            let n = 2 + o.has_c as usize;
+            n..=n
+        }
+        Op::LayerNormalization(o) => {
+            let n = 1 + o.has_scale as usize + o.has_bias as usize;
+            n..=n
+        }
+        Op::Where => 3..=3,
+        Op::Concat { .. } => 1..=usize::MAX,
+        _ => 1..=1,
+    };
+    if expected.contains(&count) {
+        Ok(())
+    } else {
+        Err(Error::Type(format!("{} got {count} operands", op.name())))
+    }
+}

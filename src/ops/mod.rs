@@ -1,0 +1,151 @@
+//! The operator registry. Each operator family lives in one file with its options, its
+//! validation (the spec's steps, returning the output descriptors), its WGSL lowering, its float64
+//! reference and its `opSupportLimits()` entry; this file only routes [`Op`] to the family.
+
+pub mod activation;
+pub mod cast;
+pub mod concat;
+pub mod elementwise_binary;
+pub mod elementwise_unary;
+pub mod gather;
+pub mod limits;
+pub mod logical;
+pub mod matmul;
+pub mod normalization;
+pub mod reduce;
+pub mod reference;
+pub mod reshape;
+pub mod slice;
+pub mod softmax;
+pub mod transpose;
+pub mod wgsl;
+pub mod where_op;
+
+use crate::error::Result;
+use crate::graph::OperandDescriptor;
+pub use limits::{OpLimits, TensorLimits};
+pub use reference::HostTensor;
+pub use wgsl::{BufRef, Launch, LowerContext, Lowering};
+
+/// One operator with its options. Optional operand inputs (gemm's `c`, normalization's
+/// `scale`/`bias`) are flagged in the options and appended to the operator's input list.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    Binary(elementwise_binary::BinaryOp),
+    Compare(logical::CompareOp),
+    Unary(elementwise_unary::UnaryOp),
+    Activation(activation::Activation),
+    Matmul,
+    Gemm(matmul::GemmOptions),
+    Reshape { new_shape: Vec<u32> },
+    Expand { new_shape: Vec<u32> },
+    Transpose { permutation: Option<Vec<u32>> },
+    Concat { axis: u32 },
+    Split { splits: concat::Splits, axis: u32 },
+    Slice(slice::SliceOptions),
+    Gather { axis: u32 },
+    Softmax { axis: u32 },
+    Reduce(reduce::ReduceOp, reduce::ReduceOptions),
+    LayerNormalization(normalization::LayerNormalizationOptions),
+    Cast { data_type: crate::graph::DataType },
+    Where,
+}
+
+impl Op {
+    /// The spec's method name of the operator, e.g. `"layerNormalization"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Binary(op) => op.name(),
+            Op::Compare(op) => op.name(),
+            Op::Unary(op) => op.name(),
+            Op::Activation(op) => op.name(),
+            Op::Matmul => "matmul",
+            Op::Gemm(_) => "gemm",
+            Op::Reshape { .. } => "reshape",
+            Op::Expand { .. } => "expand",
+            Op::Transpose { .. } => "transpose",
+            Op::Concat { .. } => "concat",
+            Op::Split { .. } => "split",
+            Op::Slice(_) => "slice",
+            Op::Gather { .. } => "gather",
+            Op::Softmax { .. } => "softmax",
+            Op::Reduce(op, _) => op.name(),
+            Op::LayerNormalization(_) => "layerNormalization",
+            Op::Cast { .. } => "cast",
+            Op::Where => "where",
+        }
+    }
+}
+
+/// Validates an operator against its inputs and returns its output descriptors.
+pub fn validate(op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    limits::check_input_count(op, inputs.len())?;
+    match op {
+        Op::Binary(o) => elementwise_binary::validate(*o, inputs),
+        Op::Compare(o) => logical::validate(*o, inputs),
+        Op::Unary(o) => elementwise_unary::validate(*o, inputs),
+        Op::Activation(o) => activation::validate(o, inputs),
+        Op::Matmul => matmul::validate_matmul(inputs),
+        Op::Gemm(o) => matmul::validate_gemm(o, inputs),
+        Op::Reshape { new_shape } => reshape::validate_reshape(new_shape, inputs),
+        Op::Expand { new_shape } => reshape::validate_expand(new_shape, inputs),
+        Op::Transpose { permutation } => transpose::validate(permutation.as_deref(), inputs),
+        Op::Concat { axis } => concat::validate_concat(*axis, inputs),
+        Op::Split { splits, axis } => concat::validate_split(splits, *axis, inputs),
+        Op::Slice(o) => slice::validate(o, inputs),
+        Op::Gather { axis } => gather::validate(*axis, inputs),
+        Op::Softmax { axis } => softmax::validate(*axis, inputs),
+        Op::Reduce(kind, o) => reduce::validate(*kind, o, inputs),
+        Op::LayerNormalization(o) => normalization::validate_layer_normalization(o, inputs),
+        Op::Cast { data_type } => cast::validate(*data_type, inputs),
+        Op::Where => where_op::validate(inputs),
+    }
+}
+
+/// Lowers a validated operator to GPU work.
+pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
+    match op {
+        Op::Binary(o) => elementwise_binary::lower(*o, cx),
+        Op::Compare(o) => logical::lower(*o, cx),
+        Op::Unary(o) => elementwise_unary::lower(*o, cx),
+        Op::Activation(o) => activation::lower(o, cx),
+        Op::Matmul => matmul::lower_matmul(cx),
+        Op::Gemm(o) => matmul::lower_gemm(o, cx),
+        Op::Reshape { .. } => Ok(Lowering::Alias),
+        Op::Expand { .. } => reshape::lower_expand(cx),
+        Op::Transpose { permutation } => transpose::lower(permutation.as_deref(), cx),
+        Op::Concat { axis } => concat::lower_concat(*axis, cx),
+        Op::Split { axis, .. } => concat::lower_split(*axis, cx),
+        Op::Slice(o) => slice::lower(o, cx),
+        Op::Gather { axis } => gather::lower(*axis, cx),
+        Op::Softmax { axis } => softmax::lower(*axis, cx),
+        Op::Reduce(kind, o) => reduce::lower(*kind, o, cx),
+        Op::LayerNormalization(o) => normalization::lower_layer_normalization(o, cx),
+        Op::Cast { .. } => cast::lower(cx),
+        Op::Where => where_op::lower(cx),
+    }
+}
+
+/// Computes an operator on the CPU in float64, from the spec's definition.
+pub fn reference(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    match op {
+        Op::Binary(o) => elementwise_binary::reference(*o, inputs, outputs),
+        Op::Compare(o) => logical::reference(*o, inputs, outputs),
+        Op::Unary(o) => elementwise_unary::reference(*o, inputs, outputs),
+        Op::Activation(o) => activation::reference(o, inputs, outputs),
+        Op::Matmul => matmul::reference_matmul(inputs, outputs),
+        Op::Gemm(o) => matmul::reference_gemm(o, inputs, outputs),
+        Op::Reshape { .. } => reshape::reference_reshape(inputs, outputs),
+        Op::Expand { .. } => reshape::reference_expand(inputs, outputs),
+        Op::Transpose { permutation } => transpose::reference(permutation.as_deref(), inputs, outputs),
+        Op::Concat { axis } => concat::reference_concat(*axis, inputs, outputs),
+        Op::Split { axis, .. } => concat::reference_split(*axis, inputs, outputs),
+        Op::Slice(o) => slice::reference(o, inputs, outputs),
+        Op::Gather { axis } => gather::reference(*axis, inputs, outputs),
+        Op::Softmax { axis } => softmax::reference(*axis, inputs, outputs),
+        Op::Reduce(kind, o) => reduce::reference(*kind, o, inputs, outputs),
+        Op::LayerNormalization(o) => normalization::reference_layer_normalization(o, inputs, outputs),
+        Op::Cast { .. } => cast::reference(inputs, outputs),
+        Op::Where => where_op::reference(inputs, outputs),
+    }
+}

@@ -1,0 +1,73 @@
+//! Device buffers with exact accounting: every GPU buffer the runtime holds is a [`DeviceBuffer`],
+//! registered on creation and unregistered when dropped, so the registry's byte count is the
+//! device memory the runtime holds at that moment.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// Counts the live device buffers of one context.
+#[derive(Default, Debug)]
+pub struct BufferRegistry {
+    live_bytes: Cell<u64>,
+    live_buffers: Cell<u64>,
+    peak_bytes: Cell<u64>,
+    next_id: Cell<u64>,
+}
+
+impl BufferRegistry {
+    /// Bytes of all live device buffers.
+    pub fn live_bytes(&self) -> u64 {
+        self.live_bytes.get()
+    }
+
+    pub fn live_buffers(&self) -> u64 {
+        self.live_buffers.get()
+    }
+
+    /// The largest `live_bytes` seen since the last [`reset_peak`](Self::reset_peak).
+    pub fn peak_bytes(&self) -> u64 {
+        self.peak_bytes.get()
+    }
+
+    pub fn reset_peak(&self) {
+        self.peak_bytes.set(self.live_bytes.get());
+    }
+
+    fn add(&self, size: u64) -> u64 {
+        self.live_bytes.set(self.live_bytes.get() + size);
+        self.live_buffers.set(self.live_buffers.get() + 1);
+        self.peak_bytes.set(self.peak_bytes.get().max(self.live_bytes.get()));
+        let id = self.next_id.get() + 1;
+        self.next_id.set(id);
+        id
+    }
+
+    fn remove(&self, size: u64) {
+        self.live_bytes.set(self.live_bytes.get().saturating_sub(size));
+        self.live_buffers.set(self.live_buffers.get().saturating_sub(1));
+    }
+}
+
+/// A GPU buffer owned by the runtime. Dropping it destroys the buffer and updates the registry.
+pub struct DeviceBuffer {
+    pub buffer: wgpu::Buffer,
+    pub size: u64,
+    /// Unique within the context; bind group caches key on it.
+    pub id: u64,
+    registry: Rc<BufferRegistry>,
+}
+
+impl DeviceBuffer {
+    pub(crate) fn new(buffer: wgpu::Buffer, registry: &Rc<BufferRegistry>) -> DeviceBuffer {
+        let size = buffer.size();
+        let id = registry.add(size);
+        DeviceBuffer { buffer, size, id, registry: registry.clone() }
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        self.buffer.destroy();
+        self.registry.remove(self.size);
+    }
+}

@@ -1,0 +1,394 @@
+//! `MLContext`'s core: the wgpu device with the adapter's real limits and features, its buffer
+//! registry and pipeline cache, tensors, reads and writes, dispatch, and loss.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::graph::OperandDescriptor;
+use crate::ops::wgsl::buffer_size;
+use crate::runtime::buffer::{BufferRegistry, DeviceBuffer};
+use crate::runtime::oneshot::{self, Signal};
+use crate::runtime::pipeline::PipelineCache;
+use crate::runtime::tensor::{Tensor, TensorDescriptor};
+
+/// `MLPowerPreference`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PowerPreference {
+    #[default]
+    Default,
+    HighPerformance,
+    LowPower,
+}
+
+/// `MLContextOptions`.
+#[derive(Debug, Clone)]
+pub struct ContextOptions {
+    pub power_preference: PowerPreference,
+    pub accelerated: bool,
+}
+
+impl Default for ContextOptions {
+    fn default() -> Self {
+        ContextOptions { power_preference: PowerPreference::Default, accelerated: true }
+    }
+}
+
+pub(crate) struct ContextInner {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub adapter_info: wgpu::AdapterInfo,
+    pub limits: wgpu::Limits,
+    pub shader_f16: bool,
+    pub subgroups: bool,
+    pub options: ContextOptions,
+    pub registry: Rc<BufferRegistry>,
+    pub pipelines: PipelineCache,
+    lost: Signal,
+    last_uncaptured_error: Arc<Mutex<Option<String>>>,
+    next_tensor_id: Cell<u64>,
+}
+
+/// A handle to a context; clones share it.
+#[derive(Clone)]
+pub struct Context {
+    pub(crate) inner: Rc<ContextInner>,
+}
+
+impl Context {
+    /// `ML.createContext(options)`: requests an adapter and a device with the adapter's limits
+    /// and its `shader-f16` and subgroup features when present.
+    pub async fn new(options: ContextOptions) -> Result<Context> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        let power_preference = match options.power_preference {
+            PowerPreference::Default => wgpu::PowerPreference::None,
+            PowerPreference::HighPerformance => wgpu::PowerPreference::HighPerformance,
+            PowerPreference::LowPower => wgpu::PowerPreference::LowPower,
+        };
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference,
+                force_fallback_adapter: false,
+                compatible_surface: None,
+                apply_limit_buckets: false,
+            })
+            .await
+            .map_err(|e| Error::NotSupported(format!("no WebGPU adapter is available: {e}")))?;
+        let available = adapter.features();
+        let mut required_features = wgpu::Features::empty();
+        for feature in [wgpu::Features::SHADER_F16, wgpu::Features::SUBGROUP] {
+            if available.contains(feature) {
+                required_features |= feature;
+            }
+        }
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("webnn-wgpu"),
+                required_features,
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::NotSupported(format!("the WebGPU device could not be created: {e}")))?;
+        Ok(Context::from_device(adapter.get_info(), device, queue, options))
+    }
+
+    fn from_device(
+        adapter_info: wgpu::AdapterInfo,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        options: ContextOptions,
+    ) -> Context {
+        let lost = Signal::default();
+        let lost_in_callback = lost.clone();
+        device.set_device_lost_callback(move |_reason, message| {
+            lost_in_callback.set(format!("the GPU device was lost: {message}"));
+        });
+        // wgpu's default handler panics on errors outside a scope; a panic would kill the page's
+        // wasm module, so errors are recorded instead and surfaced where they are checked.
+        let last_uncaptured_error = Arc::new(Mutex::new(None));
+        let sink = last_uncaptured_error.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut slot) = sink.lock() {
+                *slot = Some(e.to_string());
+            }
+        }));
+        let features = device.features();
+        Context {
+            inner: Rc::new(ContextInner {
+                limits: device.limits(),
+                shader_f16: features.contains(wgpu::Features::SHADER_F16),
+                subgroups: features.contains(wgpu::Features::SUBGROUP),
+                adapter_info,
+                device,
+                queue,
+                options,
+                registry: Rc::new(BufferRegistry::default()),
+                pipelines: PipelineCache::default(),
+                lost,
+                last_uncaptured_error,
+                next_tensor_id: Cell::new(1),
+            }),
+        }
+    }
+
+    pub fn same(&self, other: &Context) -> bool {
+        Rc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    pub fn device(&self) -> &wgpu::Device {
+        &self.inner.device
+    }
+
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.inner.queue
+    }
+
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.inner.adapter_info
+    }
+
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.inner.limits
+    }
+
+    pub fn has_shader_f16(&self) -> bool {
+        self.inner.shader_f16
+    }
+
+    pub fn has_subgroups(&self) -> bool {
+        self.inner.subgroups
+    }
+
+    pub fn accelerated(&self) -> bool {
+        self.inner.options.accelerated
+    }
+
+    pub fn options(&self) -> &ContextOptions {
+        &self.inner.options
+    }
+
+    /// The registry counting this context's device buffers.
+    pub fn buffers(&self) -> &BufferRegistry {
+        &self.inner.registry
+    }
+
+    /// Number of compiled pipelines in the cache.
+    pub fn pipeline_count(&self) -> usize {
+        self.inner.pipelines.len()
+    }
+
+    /// The last GPU error that happened outside an error scope, if any, cleared on read.
+    pub fn take_uncaptured_error(&self) -> Option<String> {
+        self.inner.last_uncaptured_error.lock().ok().and_then(|mut e| e.take())
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.inner.lost.get().is_some()
+    }
+
+    /// Resolves with the loss message once the context is lost (`MLContext.lost`).
+    pub fn lost(&self) -> impl std::future::Future<Output = String> {
+        self.inner.lost.wait()
+    }
+
+    /// `destroy()`: loses the context; its graphs and tensors stop working.
+    pub fn destroy(&self) {
+        if self.is_lost() {
+            return;
+        }
+        self.inner.lost.set("the MLContext was destroyed with destroy()".into());
+        self.inner.device.destroy();
+    }
+
+    /// Fails with a `TypeError` naming the limit when a tensor would not fit one storage binding.
+    pub fn check_tensor_byte_length(&self, descriptor: &OperandDescriptor) -> Result<()> {
+        let max = self.max_tensor_byte_length();
+        let size = buffer_size(descriptor);
+        if size > max {
+            return Err(Error::Type(format!(
+                "{descriptor} needs {size} bytes, more than this adapter's maxStorageBufferBindingSize/maxBufferSize of {max} bytes"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `opSupportLimits().maxTensorByteLength`.
+    pub fn max_tensor_byte_length(&self) -> u64 {
+        (self.inner.limits.max_storage_buffer_binding_size as u64).min(self.inner.limits.max_buffer_size)
+    }
+
+    fn check_not_lost(&self) -> Result<()> {
+        match self.inner.lost.get() {
+            Some(message) => Err(Error::InvalidState(message)),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn next_tensor_id(&self) -> u64 {
+        let id = self.inner.next_tensor_id.get();
+        self.inner.next_tensor_id.set(id + 1);
+        id
+    }
+
+    /// Creates a registered storage buffer; allocation failure becomes `UnknownError`.
+    pub async fn create_buffer(&self, size: u64, label: &str) -> Result<DeviceBuffer> {
+        let scope = self.inner.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.inner.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let buffer = self.create_buffer_unchecked(size, label);
+        let invalid = validation.pop().await;
+        let oom = scope.pop().await;
+        if let Some(e) = oom {
+            return Err(Error::Unknown(format!("GPU allocation of {size} bytes failed: {e}")));
+        }
+        if let Some(e) = invalid {
+            return Err(Error::Unknown(format!("GPU buffer of {size} bytes could not be created: {e}")));
+        }
+        Ok(buffer)
+    }
+
+    /// Creates a registered storage buffer without waiting for allocation errors.
+    pub(crate) fn create_buffer_unchecked(&self, size: u64, label: &str) -> DeviceBuffer {
+        let buffer = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        DeviceBuffer::new(buffer, &self.inner.registry)
+    }
+
+    /// Writes `bytes` at the start of a buffer, padding to the 4-byte copy alignment.
+    pub(crate) fn upload(&self, buffer: &wgpu::Buffer, bytes: &[u8]) {
+        if bytes.len() % 4 == 0 {
+            self.inner.queue.write_buffer(buffer, 0, bytes);
+        } else {
+            let mut padded = bytes.to_vec();
+            padded.resize(bytes.len().div_ceil(4) * 4, 0);
+            self.inner.queue.write_buffer(buffer, 0, &padded);
+        }
+    }
+
+    /// `createTensor(descriptor)`.
+    pub async fn create_tensor(&self, descriptor: TensorDescriptor) -> Result<Tensor> {
+        self.check_not_lost()?;
+        descriptor.operand.check_dimensions()?;
+        self.check_tensor_byte_length(&descriptor.operand)?;
+        let buffer = self.create_buffer(buffer_size(&descriptor.operand), "MLTensor").await?;
+        Ok(Tensor::new(self, descriptor, false, buffer))
+    }
+
+    /// `createConstantTensor(descriptor, inputData)`.
+    pub async fn create_constant_tensor(&self, descriptor: OperandDescriptor, bytes: &[u8]) -> Result<Tensor> {
+        self.check_not_lost()?;
+        descriptor.check_dimensions()?;
+        self.check_tensor_byte_length(&descriptor)?;
+        check_byte_length(&descriptor, bytes.len())?;
+        let buffer = self.create_buffer(buffer_size(&descriptor), "constant MLTensor").await?;
+        self.upload(&buffer.buffer, bytes);
+        let descriptor = TensorDescriptor { operand: descriptor, readable: false, writable: false };
+        Ok(Tensor::new(self, descriptor, true, buffer))
+    }
+
+    fn check_tensor(&self, tensor: &Tensor) -> Result<()> {
+        if !tensor.context().same(self) {
+            return Err(Error::Type("the MLTensor belongs to another MLContext".into()));
+        }
+        if tensor.is_destroyed() {
+            return Err(Error::Type("the MLTensor is destroyed".into()));
+        }
+        Ok(())
+    }
+
+    /// `writeTensor(tensor, inputData)`: validates synchronously, then queues the write.
+    pub fn write_tensor(&self, tensor: &Tensor, bytes: &[u8]) -> Result<()> {
+        self.check_tensor(tensor)?;
+        if !tensor.writable() {
+            return Err(Error::Type("the MLTensor was not created writable".into()));
+        }
+        check_byte_length(tensor.descriptor(), bytes.len())?;
+        if self.is_lost() {
+            return Ok(());
+        }
+        if let Some(buffer) = tensor.buffer() {
+            self.upload(&buffer.buffer, bytes);
+        }
+        Ok(())
+    }
+
+    /// The synchronous checks of `readTensor`; `expected_len` is the BYOB buffer's length.
+    pub fn check_read(&self, tensor: &Tensor, expected_len: Option<usize>) -> Result<()> {
+        self.check_tensor(tensor)?;
+        if !tensor.readable() {
+            return Err(Error::Type("the MLTensor was not created readable".into()));
+        }
+        if let Some(len) = expected_len {
+            check_byte_length(tensor.descriptor(), len)?;
+        }
+        Ok(())
+    }
+
+    /// `readTensor(tensor)`: the tensor's bytes once every queued operation writing it is done.
+    pub async fn read_tensor(&self, tensor: &Tensor) -> Result<Vec<u8>> {
+        self.check_read(tensor, None)?;
+        self.check_not_lost()?;
+        let buffer = tensor.buffer().ok_or_else(|| Error::InvalidState("the MLTensor is destroyed".into()))?;
+        let byte_length = tensor.descriptor().byte_length() as usize;
+        let bytes = self.read_buffer(&buffer.buffer, buffer.size).await?;
+        if tensor.is_destroyed() {
+            return Err(Error::InvalidState("the MLTensor was destroyed while being read".into()));
+        }
+        Ok(bytes[..byte_length].to_vec())
+    }
+
+    /// Copies a buffer to a mappable one and maps it.
+    pub(crate) async fn read_buffer(&self, buffer: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
+        let device = &self.inner.device;
+        let staging = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readTensor staging"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readTensor") });
+        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
+        self.inner.queue.submit([encoder.finish()]);
+        let (sender, receiver) = oneshot::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |result| sender.send(result));
+        // Native backends deliver the callback from poll(); on the web this is a no-op.
+        let _ = device.poll(wgpu::PollType::wait_indefinitely());
+        let mapped = receiver.await;
+        if let Some(message) = self.inner.lost.get() {
+            return Err(Error::InvalidState(message));
+        }
+        mapped.map_err(|e| Error::Unknown(format!("reading the tensor failed: {e}")))?;
+        let bytes = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| Error::Unknown(format!("reading the tensor failed: {e}")))?
+            .to_vec();
+        staging.unmap();
+        staging.destroy();
+        Ok(bytes)
+    }
+
+    /// Waits until the GPU has finished all submitted work (native); on the web, a read
+    /// round-trip gives the same guarantee.
+    pub async fn flush(&self) -> Result<()> {
+        let probe = self.create_buffer_unchecked(4, "flush");
+        self.read_buffer(&probe.buffer, 4).await.map(|_| ())
+    }
+}
+
+/// The spec's "validating buffer with descriptor": the byte length must match exactly.
+pub fn check_byte_length(descriptor: &OperandDescriptor, len: usize) -> Result<()> {
+    if len as u64 != descriptor.byte_length() {
+        return Err(Error::Type(format!(
+            "the buffer holds {len} bytes but {descriptor} needs {}",
+            descriptor.byte_length()
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,14 @@
+//! The wgpu runtime: device and context setup, device buffers with exact accounting, the
+//! pipeline cache, tensors, and compiled graphs with their execution plans.
+
+pub mod buffer;
+pub mod context;
+pub mod graph;
+pub mod oneshot;
+pub mod pipeline;
+pub mod tensor;
+
+pub use buffer::{BufferRegistry, DeviceBuffer};
+pub use context::{Context, ContextOptions, PowerPreference};
+pub use graph::Graph;
+pub use tensor::{Tensor, TensorDescriptor};

@@ -1,0 +1,94 @@
+//! A minimal one-shot channel whose receiver is a future: wgpu reports buffer mapping and device
+//! loss through callbacks, and both native and browser code await them.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+struct State<T> {
+    value: Option<T>,
+    waker: Option<Waker>,
+}
+
+/// The sending half; `send` consumes it.
+pub struct Sender<T>(Arc<Mutex<State<T>>>);
+/// The receiving half, a future of the sent value.
+pub struct Receiver<T>(Arc<Mutex<State<T>>>);
+
+pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    let state = Arc::new(Mutex::new(State { value: None, waker: None }));
+    (Sender(state.clone()), Receiver(state))
+}
+
+impl<T> Sender<T> {
+    pub fn send(self, value: T) {
+        let waker = match self.0.lock() {
+            Ok(mut state) => {
+                state.value = Some(value);
+                state.waker.take()
+            }
+            Err(_) => None,
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+impl<T> Future for Receiver<T> {
+    type Output = T;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let Ok(mut state) = self.0.lock() else { return Poll::Pending };
+        match state.value.take() {
+            Some(v) => Poll::Ready(v),
+            None => {
+                state.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// A flag that many futures can wait on, set once (context loss).
+#[derive(Clone, Default)]
+pub struct Signal(Arc<Mutex<(Option<String>, Vec<Waker>)>>);
+
+impl Signal {
+    /// Sets the signal with a message; later calls keep the first message.
+    pub fn set(&self, message: String) {
+        let wakers = match self.0.lock() {
+            Ok(mut s) if s.0.is_none() => {
+                s.0 = Some(message);
+                std::mem::take(&mut s.1)
+            }
+            _ => Vec::new(),
+        };
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().ok().and_then(|s| s.0.clone())
+    }
+
+    /// A future resolving to the message once the signal is set.
+    pub fn wait(&self) -> impl Future<Output = String> {
+        SignalWait(self.clone())
+    }
+}
+
+struct SignalWait(Signal);
+
+impl Future for SignalWait {
+    type Output = String;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<String> {
+        let Ok(mut s) = (self.0).0.lock() else { return Poll::Pending };
+        match &s.0 {
+            Some(m) => Poll::Ready(m.clone()),
+            None => {
+                s.1.push(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! The pipeline cache: compute pipelines keyed by kernel source and binding layout, so a kernel is
+//! compiled once per context however many graphs use it.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// A compiled kernel and the layout its bind groups are made with.
+pub struct Pipeline {
+    pub pipeline: wgpu::ComputePipeline,
+    pub layout: Rc<wgpu::BindGroupLayout>,
+}
+
+#[derive(Default)]
+pub struct PipelineCache {
+    layouts: RefCell<HashMap<(usize, usize), Rc<wgpu::BindGroupLayout>>>,
+    pipelines: RefCell<HashMap<(String, usize, usize), Rc<Pipeline>>>,
+}
+
+impl PipelineCache {
+    /// Number of distinct pipelines compiled so far.
+    pub fn len(&self) -> usize {
+        self.pipelines.borrow().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn layout(&self, device: &wgpu::Device, reads: usize, writes: usize) -> Rc<wgpu::BindGroupLayout> {
+        self.layouts
+            .borrow_mut()
+            .entry((reads, writes))
+            .or_insert_with(|| {
+                let entries: Vec<wgpu::BindGroupLayoutEntry> = (0..reads + writes)
+                    .map(|i| wgpu::BindGroupLayoutEntry {
+                        binding: i as u32,
+                        visibility: wgpu::ShaderStages::COMPUTE,
+                        ty: wgpu::BindingType::Buffer {
+                            ty: wgpu::BufferBindingType::Storage { read_only: i < reads },
+                            has_dynamic_offset: false,
+                            min_binding_size: None,
+                        },
+                        count: None,
+                    })
+                    .collect();
+                Rc::new(device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some("webnn"),
+                    entries: &entries,
+                }))
+            })
+            .clone()
+    }
+
+    /// The pipeline for `source` with `reads` read-only and `writes` read-write storage bindings.
+    /// Compilation errors surface through the caller's error scope.
+    pub fn get(&self, device: &wgpu::Device, source: &str, reads: usize, writes: usize) -> Rc<Pipeline> {
+        let key = (source.to_string(), reads, writes);
+        if let Some(p) = self.pipelines.borrow().get(&key) {
+            return p.clone();
+        }
+        let layout = self.layout(device, reads, writes);
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("webnn kernel"),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("webnn"),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("webnn kernel"),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let p = Rc::new(Pipeline { pipeline, layout });
+        self.pipelines.borrow_mut().insert(key, p.clone());
+        p
+    }
+}
