@@ -27,9 +27,18 @@ fn binary_float_types_all_broadcasts() {
     for op in BinaryOp::ALL {
         for data_type in [DataType::Float32, DataType::Float16] {
             for (a, b) in BROADCAST_CASES {
-                let (lo, hi) = if op == BinaryOp::Pow { (0.1, 3.0) } else { (-10.0, 10.0) };
+                let (lo, hi) = if op == BinaryOp::Pow {
+                    (0.1, 3.0)
+                } else {
+                    (-10.0, 10.0)
+                };
                 let x = rng.tensor(data_type, a, lo, hi);
-                let y = rng.tensor(data_type, b, if op == BinaryOp::Pow { -2.0 } else { lo }, hi);
+                let y = rng.tensor(
+                    data_type,
+                    b,
+                    if op == BinaryOp::Pow { -2.0 } else { lo },
+                    hi,
+                );
                 let ulp = if op == BinaryOp::Pow { 4 } else { 1 };
                 check_op(&ctx, &Op::Binary(op), &[x, y], ulp, 0.0);
             }
@@ -42,14 +51,23 @@ fn binary_integer_types() {
     let ctx = context();
     let mut rng = Rng::new(2);
     for op in BinaryOp::ALL {
-        for data_type in [DataType::Int32, DataType::Uint32, DataType::Int8, DataType::Uint8] {
+        for data_type in [
+            DataType::Int32,
+            DataType::Uint32,
+            DataType::Int8,
+            DataType::Uint8,
+        ] {
             let (lo, hi): (f64, f64) = match (op, data_type) {
                 (BinaryOp::Pow, _) => (0.0, 4.0),
                 (_, DataType::Int8) => (-10.0, 10.0),
                 (_, DataType::Uint8 | DataType::Uint32) => (1.0, 12.0),
                 _ => (-100.0, 100.0),
             };
-            let (lo_b, hi_b) = if op == BinaryOp::Div { (1.0, hi.max(2.0)) } else { (lo, hi) };
+            let (lo_b, hi_b) = if op == BinaryOp::Div {
+                (1.0, hi.max(2.0))
+            } else {
+                (lo, hi)
+            };
             let x = rng.tensor(data_type, &[2, 3, 5], lo, hi);
             let y = rng.tensor(data_type, &[3, 1], lo_b, hi_b);
             // Unsigned subtraction below zero wraps on the GPU; the spec leaves overflow unspecified.
@@ -67,8 +85,14 @@ fn binary_rejects_mismatched_types_and_shapes() {
     let i32_ = webnn_wgpu::OperandDescriptor::new(DataType::Int32, vec![2, 3]);
     let bad = webnn_wgpu::OperandDescriptor::new(DataType::Float32, vec![4]);
     let op = Op::Binary(BinaryOp::Add);
-    assert!(matches!(webnn_wgpu::ops::validate(&op, &[&f32_, &i32_]), Err(webnn_wgpu::Error::Type(_))));
-    assert!(matches!(webnn_wgpu::ops::validate(&op, &[&f32_, &bad]), Err(webnn_wgpu::Error::Type(_))));
+    assert!(matches!(
+        webnn_wgpu::ops::validate(&op, &[&f32_, &i32_]),
+        Err(webnn_wgpu::Error::Type(_))
+    ));
+    assert!(matches!(
+        webnn_wgpu::ops::validate(&op, &[&f32_, &bad]),
+        Err(webnn_wgpu::Error::Type(_))
+    ));
 }
 
 #[test]
@@ -77,7 +101,13 @@ fn unary_float_ops() {
     let mut rng = Rng::new(3);
     for op in UnaryOp::ALL {
         for data_type in [DataType::Float32, DataType::Float16] {
-            for shape in [&[][..], &[1][..], &[7][..], &[2, 3, 5][..], &[1, 4, 1, 3][..]] {
+            for shape in [
+                &[][..],
+                &[1][..],
+                &[7][..],
+                &[2, 3, 5][..],
+                &[1, 4, 1, 3][..],
+            ] {
                 let (lo, hi) = match op {
                     UnaryOp::Log | UnaryOp::Sqrt => (0.01, 50.0),
                     UnaryOp::Exp => (-5.0, 5.0),
@@ -86,9 +116,18 @@ fn unary_float_ops() {
                 };
                 let x = rng.tensor(data_type, shape, lo, hi);
                 // Transcendental functions: WPT's absolute tolerance 1/1024 (f32) or 1/512 (f16).
-                let abs = if data_type == DataType::Float16 { 1.0 / 512.0 } else { 1.0 / 1024.0 };
+                let abs = if data_type == DataType::Float16 {
+                    1.0 / 512.0
+                } else {
+                    1.0 / 1024.0
+                };
                 let (ulp, abs) = match op {
-                    UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Tan | UnaryOp::Erf | UnaryOp::Exp | UnaryOp::Log
+                    UnaryOp::Sin
+                    | UnaryOp::Cos
+                    | UnaryOp::Tan
+                    | UnaryOp::Erf
+                    | UnaryOp::Exp
+                    | UnaryOp::Log
                     | UnaryOp::Sqrt => (2, abs),
                     UnaryOp::Reciprocal => (2, 0.0),
                     _ => (0, 0.0),

@@ -102,7 +102,9 @@ pub fn lower(op: BinaryOp, cx: &LowerContext) -> Result<Lowering> {
     // WGSL's pow is undefined for negative bases; WebNN follows C's pow, so odd/even integer
     // exponents of negative bases are handled explicitly.
     let helpers = match (op, vt) {
-        (BinaryOp::Pow, "f32") => "fn pow_f(a: f32, b: f32) -> f32 {\n    if (b == 0.0) { return 1.0; }\n    if (a < 0.0 && b == floor(b)) {\n        let m = pow(-a, b);\n        return select(m, -m, (abs(b) % 2.0) == 1.0);\n    }\n    return pow(a, b);\n}\n",
+        // Integer exponents multiply exactly (squaring) instead of going through exp2/log2, whose
+        // error grows with the result's exponent; other exponents use WGSL's pow.
+        (BinaryOp::Pow, "f32") => "fn pow_f(a: f32, b: f32) -> f32 {\n    if (b == floor(b) && abs(b) <= 1024.0) {\n        var base = a; var e = u32(abs(b)); var r = 1.0;\n        loop { if (e == 0u) { break; } if ((e & 1u) == 1u) { r = r * base; } base = base * base; e = e >> 1u; }\n        return select(r, 1.0 / r, b < 0.0);\n    }\n    return pow(a, b);\n}\n",
         (BinaryOp::Pow, "i32") => "fn pow_i(a: i32, b: i32) -> i32 {\n    if (b < 0) {\n        if (a == 1) { return 1; }\n        if (a == -1) { return select(1, -1, (b & 1) == 1); }\n        return 0;\n    }\n    var base = a; var e = b; var r = 1;\n    loop { if (e == 0) { break; } if ((e & 1) == 1) { r = r * base; } base = base * base; e = e >> 1u; }\n    return r;\n}\n",
         (BinaryOp::Pow, _) => "fn pow_i(a: u32, b: u32) -> u32 {\n    var base = a; var e = b; var r = 1u;\n    loop { if (e == 0u) { break; } if ((e & 1u) == 1u) { r = r * base; } base = base * base; e = e >> 1u; }\n    return r;\n}\n",
         _ => "",

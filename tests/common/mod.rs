@@ -7,6 +7,8 @@ use webnn_wgpu::ops::{self, HostTensor, Op};
 use webnn_wgpu::runtime::{Context, ContextOptions, Tensor, TensorDescriptor};
 use webnn_wgpu::Result;
 
+pub mod wpt;
+
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     pollster::block_on(f)
 }
@@ -45,7 +47,10 @@ impl Rng {
         let data = (0..d.element_count())
             .map(|_| {
                 let v = self.uniform(lo, hi);
-                ops::reference::round_to(if data_type.is_float() { v } else { v.floor() }, data_type)
+                ops::reference::round_to(
+                    if data_type.is_float() { v } else { v.floor() },
+                    data_type,
+                )
             })
             .collect();
         HostTensor::new(d, data).unwrap()
@@ -54,7 +59,12 @@ impl Rng {
 
 /// Builds a graph of one operator over `inputs` (graph inputs, or constants where `constant[i]`),
 /// dispatches it and reads every output back.
-pub fn run_op(ctx: &Context, op: &Op, inputs: &[HostTensor], constant: &[bool]) -> Result<Vec<HostTensor>> {
+pub fn run_op(
+    ctx: &Context,
+    op: &Op,
+    inputs: &[HostTensor],
+    constant: &[bool],
+) -> Result<Vec<HostTensor>> {
     block_on(async {
         let mut builder = GraphBuilder::new(ctx)?;
         let mut operands = Vec::new();
@@ -66,21 +76,36 @@ pub fn run_op(ctx: &Context, op: &Op, inputs: &[HostTensor], constant: &[bool]) 
                 let name = format!("in{i}");
                 operands.push(builder.input(&name, input.descriptor.clone())?);
                 let t = ctx
-                    .create_tensor(TensorDescriptor { operand: input.descriptor.clone(), readable: false, writable: true })
+                    .create_tensor(TensorDescriptor {
+                        operand: input.descriptor.clone(),
+                        readable: false,
+                        writable: true,
+                    })
                     .await?;
                 ctx.write_tensor(&t, &input.to_bytes())?;
                 feeds.push((name, t));
             }
         }
         let outputs = builder.operator(op.clone(), &operands, "")?;
-        let named: Vec<(String, webnn_wgpu::Operand)> =
-            outputs.iter().enumerate().map(|(i, &o)| (format!("out{i}"), o)).collect();
-        let descriptors: Vec<OperandDescriptor> =
-            outputs.iter().map(|&o| builder.descriptor(o).unwrap().clone()).collect();
+        let named: Vec<(String, webnn_wgpu::Operand)> = outputs
+            .iter()
+            .enumerate()
+            .map(|(i, &o)| (format!("out{i}"), o))
+            .collect();
+        let descriptors: Vec<OperandDescriptor> = outputs
+            .iter()
+            .map(|&o| builder.descriptor(o).unwrap().clone())
+            .collect();
         let graph = builder.build(&named).await?;
         let mut results: Vec<(String, Tensor)> = Vec::new();
         for (i, d) in descriptors.iter().enumerate() {
-            let t = ctx.create_tensor(TensorDescriptor { operand: d.clone(), readable: true, writable: false }).await?;
+            let t = ctx
+                .create_tensor(TensorDescriptor {
+                    operand: d.clone(),
+                    readable: true,
+                    writable: false,
+                })
+                .await?;
             results.push((format!("out{i}"), t));
         }
         ctx.dispatch(&graph, &feeds, &results)?;
@@ -109,11 +134,19 @@ pub fn ulp_distance(a: f64, b: f64, data_type: DataType) -> u64 {
         match data_type {
             DataType::Float16 => {
                 let b = half::f16::from_f64(v).to_bits() as i64;
-                if b & 0x8000 != 0 { -(b & 0x7fff) } else { b }
+                if b & 0x8000 != 0 {
+                    -(b & 0x7fff)
+                } else {
+                    b
+                }
             }
             _ => {
                 let b = (v as f32).to_bits() as i64;
-                if b & 0x8000_0000 != 0 { -(b & 0x7fff_ffff) } else { b }
+                if b & 0x8000_0000 != 0 {
+                    -(b & 0x7fff_ffff)
+                } else {
+                    b
+                }
             }
         }
     };
@@ -135,18 +168,31 @@ pub fn assert_close(gpu: &[HostTensor], reference: &[HostTensor], ulp: u64, abs:
             } else {
                 a == b
             };
-            assert!(ok, "{what}: output {k} element {i}: gpu {a} vs reference {b} (shape {:?})", g.descriptor.shape);
+            assert!(
+                ok,
+                "{what}: output {k} element {i}: gpu {a} vs reference {b} (shape {:?})",
+                g.descriptor.shape
+            );
         }
     }
 }
 
 /// Runs an operator on the GPU and checks it against the reference.
 pub fn check_op(ctx: &Context, op: &Op, inputs: &[HostTensor], ulp: u64, abs: f64) {
-    let what = format!("{} on {:?}", op.name(), inputs.iter().map(|t| t.descriptor.to_string()).collect::<Vec<_>>());
-    let reference = reference_op(op, inputs).unwrap_or_else(|e| panic!("{what}: reference failed: {e}"));
+    let what = format!(
+        "{} on {:?}",
+        op.name(),
+        inputs
+            .iter()
+            .map(|t| t.descriptor.to_string())
+            .collect::<Vec<_>>()
+    );
+    let reference =
+        reference_op(op, inputs).unwrap_or_else(|e| panic!("{what}: reference failed: {e}"));
     for constant in [false, true] {
         let flags = vec![constant; inputs.len()];
-        let gpu = run_op(ctx, op, inputs, &flags).unwrap_or_else(|e| panic!("{what}: gpu failed: {e}"));
+        let gpu =
+            run_op(ctx, op, inputs, &flags).unwrap_or_else(|e| panic!("{what}: gpu failed: {e}"));
         assert_close(&gpu, &reference, ulp, abs, &what);
     }
 }

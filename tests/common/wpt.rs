@@ -1,0 +1,534 @@
+//! A native runner for the WPT-derived conformance cases in `tests/conformance/wpt`: builds each
+//! case's graph through the core builder, dispatches it and compares with WPT's tolerances.
+//! Cases whose operand types `opSupportLimits()` does not list are skipped, as WPT does.
+
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use webnn_wgpu::graph::{DataType, GraphBuilder, Operand, OperandDescriptor};
+use webnn_wgpu::ops::{self, HostTensor, Op};
+use webnn_wgpu::runtime::{Context, Tensor, TensorDescriptor};
+use webnn_wgpu::{Error, Result};
+
+use super::{block_on, ulp_distance};
+
+/// The outcome of one case.
+pub enum Outcome {
+    Pass,
+    Skip(String),
+    Fail(String),
+}
+
+/// A number of the JSON data: numbers, or strings for infinities, NaN and bigints ("100n").
+pub fn number(v: &Value) -> f64 {
+    match v {
+        Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
+        Value::String(s) => match s.as_str() {
+            "Infinity" => f64::INFINITY,
+            "-Infinity" => f64::NEG_INFINITY,
+            "NaN" => f64::NAN,
+            s => s.trim_end_matches('n').parse::<f64>().unwrap_or(f64::NAN),
+        },
+        Value::Bool(b) => *b as u8 as f64,
+        _ => f64::NAN,
+    }
+}
+
+fn numbers(v: &Value) -> Vec<f64> {
+    match v {
+        Value::Array(a) => a.iter().map(number).collect(),
+        other => vec![number(other)],
+    }
+}
+
+fn descriptor(v: &Value) -> Result<OperandDescriptor> {
+    let data_type = DataType::from_name(v["dataType"].as_str().unwrap_or(""))?;
+    let shape: Vec<u32> = v["shape"]
+        .as_array()
+        .map(|a| a.iter().map(|d| d.as_u64().unwrap_or(0) as u32).collect())
+        .unwrap_or_default();
+    Ok(OperandDescriptor::new(data_type, shape))
+}
+
+/// The arguments of one operator: positional names and the options dictionary.
+pub struct Args<'a> {
+    pub map: Map<String, Value>,
+    pub operands: &'a HashMap<String, Operand>,
+}
+
+impl Args<'_> {
+    pub fn operand(&self, key: &str) -> Result<Operand> {
+        let id = self
+            .map
+            .get(key)
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| Error::Type(format!("missing {key}")))?;
+        self.operands
+            .get(id)
+            .copied()
+            .ok_or_else(|| Error::Type(format!("unknown operand {id}")))
+    }
+    pub fn options(&self) -> Map<String, Value> {
+        self.map
+            .get("options")
+            .and_then(|o| o.as_object())
+            .cloned()
+            .unwrap_or_default()
+    }
+    pub fn option_operand(&self, key: &str) -> Option<Operand> {
+        let id = self.options().get(key)?.as_str()?.to_string();
+        self.operands.get(&id).copied()
+    }
+    pub fn u32_list(v: Option<&Value>) -> Option<Vec<u32>> {
+        v?.as_array().map(|a| {
+            a.iter()
+                .map(|d| d.as_u64().unwrap_or(u64::MAX).min(u32::MAX as u64) as u32)
+                .collect()
+        })
+    }
+    pub fn f64_option(&self, key: &str) -> Option<f64> {
+        self.options().get(key).map(number)
+    }
+    pub fn bool_option(&self, key: &str) -> Option<bool> {
+        self.options().get(key)?.as_bool()
+    }
+}
+
+/// Maps one JSON operator to the core operator and its operand inputs.
+pub fn parse_operator(name: &str, a: &Args) -> Result<(Op, Vec<Operand>)> {
+    use webnn_wgpu::ops::activation::Activation;
+    use webnn_wgpu::ops::elementwise_binary::BinaryOp;
+    use webnn_wgpu::ops::elementwise_unary::UnaryOp;
+    use webnn_wgpu::ops::logical::CompareOp;
+    use webnn_wgpu::ops::reduce::{ReduceOp, ReduceOptions};
+    let o = a.options();
+    let binary = |op| Ok((op, vec![a.operand("a")?, a.operand("b")?]));
+    let unary = |op| Ok((op, vec![a.operand("input")?]));
+    if let Some(op) = BinaryOp::ALL.into_iter().find(|op| op.name() == name) {
+        return binary(Op::Binary(op));
+    }
+    if let Some(op) = UnaryOp::ALL.into_iter().find(|op| op.name() == name) {
+        return unary(Op::Unary(op));
+    }
+    let compare = [
+        CompareOp::Equal,
+        CompareOp::NotEqual,
+        CompareOp::Greater,
+        CompareOp::GreaterOrEqual,
+        CompareOp::Lesser,
+        CompareOp::LesserOrEqual,
+    ];
+    if let Some(op) = compare.into_iter().find(|op| op.name() == name) {
+        return binary(Op::Compare(op));
+    }
+    let reduce = [
+        ReduceOp::L1,
+        ReduceOp::L2,
+        ReduceOp::LogSum,
+        ReduceOp::LogSumExp,
+        ReduceOp::Max,
+        ReduceOp::Mean,
+        ReduceOp::Min,
+        ReduceOp::Product,
+        ReduceOp::Sum,
+        ReduceOp::SumSquare,
+    ];
+    if let Some(op) = reduce.into_iter().find(|op| op.name() == name) {
+        let options = ReduceOptions {
+            axes: Args::u32_list(o.get("axes")),
+            keep_dimensions: o
+                .get("keepDimensions")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false),
+        };
+        return unary(Op::Reduce(op, options));
+    }
+    let input = || a.operand("input");
+    match name {
+        "relu" => unary(Op::Activation(Activation::Relu)),
+        "sigmoid" => unary(Op::Activation(Activation::Sigmoid)),
+        "tanh" => unary(Op::Activation(Activation::Tanh)),
+        "gelu" => unary(Op::Activation(Activation::Gelu)),
+        "leakyRelu" => unary(Op::Activation(Activation::LeakyRelu {
+            alpha: a.f64_option("alpha").unwrap_or(0.01),
+        })),
+        "clamp" => unary(Op::Activation(Activation::Clamp {
+            min_value: a.f64_option("minValue"),
+            max_value: a.f64_option("maxValue"),
+        })),
+        "matmul" => binary(Op::Matmul),
+        "gemm" => {
+            let c = a.option_operand("c");
+            let options = webnn_wgpu::ops::matmul::GemmOptions {
+                alpha: a.f64_option("alpha").unwrap_or(1.0),
+                beta: a.f64_option("beta").unwrap_or(1.0),
+                a_transpose: a.bool_option("aTranspose").unwrap_or(false),
+                b_transpose: a.bool_option("bTranspose").unwrap_or(false),
+                has_c: c.is_some(),
+            };
+            let mut inputs = vec![a.operand("a")?, a.operand("b")?];
+            inputs.extend(c);
+            Ok((Op::Gemm(options), inputs))
+        }
+        "reshape" => Ok((
+            Op::Reshape {
+                new_shape: Args::u32_list(a.map.get("newShape")).unwrap_or_default(),
+            },
+            vec![input()?],
+        )),
+        "expand" => Ok((
+            Op::Expand {
+                new_shape: Args::u32_list(a.map.get("newShape")).unwrap_or_default(),
+            },
+            vec![input()?],
+        )),
+        "transpose" => Ok((
+            Op::Transpose {
+                permutation: Args::u32_list(o.get("permutation")),
+            },
+            vec![input()?],
+        )),
+        "concat" => {
+            let ids = a
+                .map
+                .get("inputs")
+                .and_then(|v| v.as_array())
+                .cloned()
+                .unwrap_or_default();
+            let inputs = ids
+                .iter()
+                .map(|id| {
+                    a.operands
+                        .get(id.as_str().unwrap_or(""))
+                        .copied()
+                        .ok_or_else(|| Error::Type("unknown operand".into()))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok((
+                Op::Concat {
+                    axis: a.map.get("axis").and_then(|v| v.as_u64()).unwrap_or(0) as u32,
+                },
+                inputs,
+            ))
+        }
+        "split" => {
+            let splits = match a.map.get("splits") {
+                Some(Value::Array(_)) => webnn_wgpu::ops::concat::Splits::Sizes(
+                    Args::u32_list(a.map.get("splits")).unwrap_or_default(),
+                ),
+                Some(v) => webnn_wgpu::ops::concat::Splits::Count(v.as_u64().unwrap_or(0) as u32),
+                None => return Err(Error::Type("missing splits".into())),
+            };
+            let axis = o.get("axis").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+            Ok((Op::Split { splits, axis }, vec![input()?]))
+        }
+        "slice" => Ok((
+            Op::Slice(webnn_wgpu::ops::slice::SliceOptions {
+                starts: Args::u32_list(a.map.get("starts")).unwrap_or_default(),
+                sizes: Args::u32_list(a.map.get("sizes")).unwrap_or_default(),
+                strides: Args::u32_list(o.get("strides")),
+            }),
+            vec![input()?],
+        )),
+        "gather" => Ok((
+            Op::Gather {
+                axis: o.get("axis").and_then(|v| v.as_u64()).unwrap_or(0) as u32,
+            },
+            vec![input()?, a.operand("indices")?],
+        )),
+        "softmax" => Ok((
+            Op::Softmax {
+                axis: a.map.get("axis").and_then(|v| v.as_u64()).unwrap_or(0) as u32,
+            },
+            vec![input()?],
+        )),
+        "layerNormalization" => {
+            let scale = a.option_operand("scale");
+            let bias = a.option_operand("bias");
+            let options = webnn_wgpu::ops::normalization::LayerNormalizationOptions {
+                axes: Args::u32_list(o.get("axes")),
+                epsilon: a.f64_option("epsilon").unwrap_or(1e-5),
+                has_scale: scale.is_some(),
+                has_bias: bias.is_some(),
+            };
+            let mut inputs = vec![input()?];
+            inputs.extend(scale);
+            inputs.extend(bias);
+            Ok((Op::LayerNormalization(options), inputs))
+        }
+        "cast" => {
+            let t = a.map.get("type").and_then(|v| v.as_str()).unwrap_or("");
+            Ok((
+                Op::Cast {
+                    data_type: DataType::from_name(t)?,
+                },
+                vec![input()?],
+            ))
+        }
+        "where" => Ok((
+            Op::Where,
+            vec![
+                a.operand("condition")?,
+                a.operand("trueValue")?,
+                a.operand("falseValue")?,
+            ],
+        )),
+        other => Err(Error::NotSupported(format!(
+            "operator {other} is not implemented"
+        ))),
+    }
+}
+
+/// WPT's tolerance for one operator: ULPs, or an absolute error for some float ops.
+#[derive(Clone, Copy, Debug)]
+pub enum Tolerance {
+    Ulp(u64),
+    Abs(f64),
+}
+
+pub fn tolerance(name: &str, op: &Op, inputs: &[&OperandDescriptor]) -> Tolerance {
+    let t = inputs
+        .first()
+        .map(|d| d.data_type)
+        .unwrap_or(DataType::Float32);
+    let abs = if t == DataType::Float16 {
+        1.0 / 512.0
+    } else {
+        1.0 / 1024.0
+    };
+    let reduced = |axes: &Option<Vec<u32>>| -> u64 {
+        let shape = &inputs[0].shape;
+        match axes {
+            None => shape.iter().map(|&d| d as u64).product(),
+            Some(ax) => ax
+                .iter()
+                .map(|&a| shape.get(a as usize).copied().unwrap_or(1) as u64)
+                .product(),
+        }
+    };
+    match (name, op) {
+        ("add" | "sub" | "mul" | "div" | "leakyRelu" | "prelu", _) => Tolerance::Ulp(1),
+        ("pow", _) => Tolerance::Ulp(2),
+        ("matmul", _) => Tolerance::Ulp(2 * inputs[0].shape.last().copied().unwrap_or(1) as u64),
+        ("gemm", Op::Gemm(g)) => {
+            let k = if g.a_transpose {
+                inputs[0].shape[0]
+            } else {
+                inputs[0].shape[1]
+            } as u64;
+            Tolerance::Ulp(
+                2 * k + (g.alpha != 1.0) as u64 + g.has_c as u64 + (g.beta != 1.0) as u64,
+            )
+        }
+        ("softmax", Op::Softmax { axis }) => {
+            Tolerance::Ulp(3 * inputs[0].shape.get(*axis as usize).copied().unwrap_or(1) as u64 + 3)
+        }
+        (_, Op::Reduce(kind, o)) => {
+            use webnn_wgpu::ops::reduce::ReduceOp::*;
+            let n = reduced(&o.axes);
+            Tolerance::Ulp(match kind {
+                L1 | Sum | Product => n,
+                L2 => 2 * n + 2,
+                Mean => n + 2,
+                LogSum => n + 18,
+                LogSumExp => 2 * n + 18,
+                SumSquare => 2 * n,
+                Max | Min => 0,
+            })
+        }
+        ("sigmoid", _) => Tolerance::Ulp(if t == DataType::Float16 { 10 } else { 34 }),
+        ("tanh", _) => Tolerance::Ulp(16),
+        ("elu" | "gelu" | "softplus", _) => Tolerance::Ulp(18),
+        ("hardSigmoid" | "linear", _) => Tolerance::Ulp(2),
+        ("hardSwish", _) => Tolerance::Ulp(4),
+        ("softsign", _) => Tolerance::Ulp(3),
+        ("batchNormalization", _) => Tolerance::Ulp(6),
+        (
+            "sin"
+            | "cos"
+            | "tan"
+            | "erf"
+            | "exp"
+            | "log"
+            | "sqrt"
+            | "layerNormalization"
+            | "instanceNormalization",
+            _,
+        ) => Tolerance::Abs(abs),
+        ("reciprocal", _) => Tolerance::Ulp(2),
+        _ => Tolerance::Ulp(0),
+    }
+}
+
+fn supported(op: &Op, descriptors: &[&OperandDescriptor]) -> bool {
+    let Ok(limits) = ops::limits::of(op.name()) else {
+        return false;
+    };
+    let types: Vec<DataType> = limits
+        .operands
+        .iter()
+        .flat_map(|l| l.data_types.iter().copied())
+        .collect();
+    descriptors.iter().all(|d| types.contains(&d.data_type))
+}
+
+/// Runs one case.
+pub fn run_case(ctx: &Context, case: &Value) -> Outcome {
+    match block_on(run_case_inner(ctx, case)) {
+        Ok(outcome) => outcome,
+        Err(e) => Outcome::Fail(e.to_string()),
+    }
+}
+
+async fn run_case_inner(ctx: &Context, case: &Value) -> Result<Outcome> {
+    let graph = &case["graph"];
+    let mut builder = GraphBuilder::new(ctx)?;
+    let mut operands: HashMap<String, Operand> = HashMap::new();
+    let mut feeds: Vec<(String, Tensor)> = Vec::new();
+    let empty = Map::new();
+    for (id, input) in graph["inputs"].as_object().unwrap_or(&empty) {
+        let d = descriptor(&input["descriptor"])?;
+        let bytes = ops::reference::encode(&numbers(&input["data"]), d.data_type);
+        if d.data_type == DataType::Int64 || d.data_type == DataType::Uint64 {
+            return Ok(Outcome::Skip(format!(
+                "{} is not in opSupportLimits()",
+                d.data_type
+            )));
+        }
+        let operand = if input["constant"].as_bool().unwrap_or(false) {
+            builder.constant(d.clone(), &bytes)?
+        } else {
+            let t = ctx
+                .create_tensor(TensorDescriptor {
+                    operand: d.clone(),
+                    readable: false,
+                    writable: true,
+                })
+                .await?;
+            ctx.write_tensor(&t, &bytes)?;
+            feeds.push((id.clone(), t));
+            builder.input(id, d)?
+        };
+        operands.insert(id.clone(), operand);
+    }
+    let mut total_ulp = 0u64;
+    let mut abs_tolerance = 0.0f64;
+    for operator in graph["operators"].as_array().cloned().unwrap_or_default() {
+        let name = operator["name"].as_str().unwrap_or("");
+        let mut map = Map::new();
+        for arg in operator["arguments"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            if let Some(obj) = arg.as_object() {
+                map.extend(obj.clone());
+            }
+        }
+        let args = Args {
+            map,
+            operands: &operands,
+        };
+        let (op, inputs) = match parse_operator(name, &args) {
+            Ok(x) => x,
+            Err(Error::NotSupported(m)) => return Ok(Outcome::Skip(m)),
+            Err(e) => return Err(e),
+        };
+        let descs: Vec<OperandDescriptor> = inputs
+            .iter()
+            .map(|&o| builder.descriptor(o).cloned())
+            .collect::<Result<_>>()?;
+        let desc_refs: Vec<&OperandDescriptor> = descs.iter().collect();
+        if let Op::Cast {
+            data_type: DataType::Int64 | DataType::Uint64,
+        } = op
+        {
+            return Ok(Outcome::Skip(
+                "64-bit integers are not in opSupportLimits()".into(),
+            ));
+        }
+        if !supported(&op, &desc_refs) {
+            return Ok(Outcome::Skip(format!(
+                "{name}: data types not in opSupportLimits()"
+            )));
+        }
+        match tolerance(name, &op, &desc_refs) {
+            Tolerance::Ulp(u) => total_ulp += u,
+            Tolerance::Abs(a) => abs_tolerance += a,
+        }
+        let outputs = builder.operator(op, &inputs, "")?;
+        let ids: Vec<String> = match &operator["outputs"] {
+            Value::Array(a) => a
+                .iter()
+                .map(|v| v.as_str().unwrap_or("").to_string())
+                .collect(),
+            v => vec![v.as_str().unwrap_or("").to_string()],
+        };
+        for (id, o) in ids.into_iter().zip(outputs) {
+            operands.insert(id, o);
+        }
+    }
+    let expected = graph["expectedOutputs"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let mut named = Vec::new();
+    let mut results = Vec::new();
+    for (id, e) in &expected {
+        let operand = *operands
+            .get(id)
+            .ok_or_else(|| Error::Type(format!("no operand {id}")))?;
+        named.push((id.clone(), operand));
+        let d = descriptor(&e["descriptor"])?;
+        let t = ctx
+            .create_tensor(TensorDescriptor {
+                operand: d.clone(),
+                readable: true,
+                writable: false,
+            })
+            .await?;
+        results.push((id.clone(), t, d, numbers(&e["data"])));
+    }
+    let graph = builder.build(&named).await?;
+    let outs: Vec<(String, Tensor)> = results
+        .iter()
+        .map(|(id, t, _, _)| (id.clone(), t.clone()))
+        .collect();
+    ctx.dispatch(&graph, &feeds, &outs)?;
+    for (id, t, d, want) in &results {
+        let got = HostTensor::from_bytes(d.clone(), &ctx.read_tensor(t).await?)?.data;
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            let w = ops::reference::round_to(w, d.data_type);
+            let ok = if d.data_type.is_float() {
+                (g.is_nan() && w.is_nan())
+                    || ulp_distance(g, w, d.data_type) <= total_ulp
+                    || (abs_tolerance > 0.0 && (g - w).abs() <= abs_tolerance)
+            } else {
+                g == w
+            };
+            if !ok {
+                return Ok(Outcome::Fail(format!("{id}[{i}]: got {g}, expected {w} (tolerance {total_ulp} ULP / {abs_tolerance})")));
+            }
+        }
+    }
+    Ok(Outcome::Pass)
+}
+
+/// Runs every case of one JSON file; returns (passed, skipped, failures).
+pub fn run_file(ctx: &Context, file: &str) -> (usize, usize, Vec<String>) {
+    let path = format!(
+        "{}/tests/conformance/wpt/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let json: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let (mut passed, mut skipped, mut failures) = (0, 0, Vec::new());
+    for case in json["tests"].as_array().cloned().unwrap_or_default() {
+        let name = case["name"].as_str().unwrap_or("?").to_string();
+        match run_case(ctx, &case) {
+            Outcome::Pass => passed += 1,
+            Outcome::Skip(_) => skipped += 1,
+            Outcome::Fail(why) => failures.push(format!("{name}: {why}")),
+        }
+    }
+    (passed, skipped, failures)
+}
