@@ -8,10 +8,13 @@
 //!   reference, `opSupportLimits` entry.
 //! - [`runtime`]: wgpu device setup, buffer registry, pipeline cache, tensors, compiled graphs and
 //!   dispatch.
+//! - [`memory`]: residency of constants, the shared intermediate pool, the memory budget with
+//!   least-recently-used eviction, host copies.
 //! - [`error`]: the core error with the spec's error kinds.
 
 pub mod error;
 pub mod graph;
+pub mod memory;
 pub mod ops;
 pub mod runtime;
 

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::graph::operand::{DataType, OperandDescriptor};
+use crate::memory::{HostBytes, SharedConstant};
+use crate::ops::wgsl::buffer_size;
 use crate::ops::{self, Op};
 use crate::runtime::{Context, Graph, Tensor};
 
@@ -22,9 +24,9 @@ pub struct Operand {
 /// The value of a constant operand.
 #[derive(Clone)]
 pub enum ConstantValue {
-    /// Bytes copied from the caller's buffer at `constant()` time.
-    Bytes(Rc<[u8]>),
-    /// A constant `MLTensor` whose device buffer the graph shares.
+    /// Bytes copied from the caller's buffer at `constant()` time, held as a host copy.
+    Bytes(Rc<SharedConstant>),
+    /// A constant `MLTensor`, whose bytes the graph shares.
     Tensor(Tensor),
 }
 
@@ -148,7 +150,29 @@ impl GraphBuilder {
                 descriptor.byte_length()
             )));
         }
-        Ok(self.push(descriptor, OperandSource::Constant(ConstantValue::Bytes(Rc::from(bytes)))))
+        let host = HostBytes::from_slice(bytes, self.context.host_byte_counter());
+        Ok(self.push_constant(descriptor, host))
+    }
+
+    /// `constant(descriptor, buffer)` with a host copy the caller already made (on the web, a
+    /// JS-owned copy that never enters wasm memory).
+    pub fn constant_host(&mut self, descriptor: OperandDescriptor, host: HostBytes) -> Result<Operand> {
+        self.check_can_build()?;
+        descriptor.check_dimensions()?;
+        self.context.check_tensor_byte_length(&descriptor)?;
+        if host.len() != descriptor.byte_length() {
+            return Err(Error::Type(format!(
+                "constant buffer holds {} bytes but {descriptor} needs {}",
+                host.len(),
+                descriptor.byte_length()
+            )));
+        }
+        Ok(self.push_constant(descriptor, host))
+    }
+
+    fn push_constant(&mut self, descriptor: OperandDescriptor, host: HostBytes) -> Operand {
+        let shared = Rc::new(SharedConstant::new(buffer_size(&descriptor), host));
+        self.push(descriptor, OperandSource::Constant(ConstantValue::Bytes(shared)))
     }
 
     /// `constant(dataType, value)`: a scalar, cast to the data type.
@@ -156,7 +180,8 @@ impl GraphBuilder {
         self.check_can_build()?;
         let bytes = ops::reference::encode(&[value], data_type);
         let descriptor = OperandDescriptor::new(data_type, Vec::new());
-        Ok(self.push(descriptor, OperandSource::Constant(ConstantValue::Bytes(Rc::from(bytes)))))
+        let host = HostBytes::from_slice(&bytes, self.context.host_byte_counter());
+        Ok(self.push_constant(descriptor, host))
     }
 
     /// `constant(tensor)`: a constant `MLTensor` of the same context.
@@ -266,13 +291,10 @@ impl GraphBuilder {
             })
             .collect();
         self.has_built = true;
-        Ok(GraphDescription {
-            descriptors: self.descriptors.clone(),
-            sources: self.sources.clone(),
-            operators,
-            inputs,
-            outputs: named,
-        })
+        // The graph takes the constants: the builder can make no other graph, so it keeps no copy.
+        let sources = std::mem::take(&mut self.sources);
+        self.operators.clear();
+        Ok(GraphDescription { descriptors: self.descriptors.clone(), sources, operators, inputs, outputs: named })
     }
 
     /// `build(outputs)`: validates synchronously, then compiles on the device.

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::graph::OperandDescriptor;
+use crate::memory::{HostBytes, MemoryInfo, MemoryState, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::runtime::buffer::{BufferRegistry, DeviceBuffer};
 use crate::runtime::oneshot::{self, Signal};
@@ -22,16 +23,18 @@ pub enum PowerPreference {
     LowPower,
 }
 
-/// `MLContextOptions`.
+/// `MLContextOptions`, with the `memoryBudget` extension.
 #[derive(Debug, Clone)]
 pub struct ContextOptions {
     pub power_preference: PowerPreference,
     pub accelerated: bool,
+    /// Device bytes the context may hold before evicting least recently used graphs.
+    pub memory_budget: Option<u64>,
 }
 
 impl Default for ContextOptions {
     fn default() -> Self {
-        ContextOptions { power_preference: PowerPreference::Default, accelerated: true }
+        ContextOptions { power_preference: PowerPreference::Default, accelerated: true, memory_budget: None }
     }
 }
 
@@ -45,6 +48,7 @@ pub(crate) struct ContextInner {
     pub options: ContextOptions,
     pub registry: Rc<BufferRegistry>,
     pub pipelines: PipelineCache,
+    pub memory: MemoryState,
     lost: Signal,
     last_uncaptured_error: Arc<Mutex<Option<String>>>,
     next_tensor_id: Cell<u64>,
@@ -116,6 +120,8 @@ impl Context {
             }
         }));
         let features = device.features();
+        let memory = MemoryState::default();
+        memory.budget.set(options.memory_budget);
         Context {
             inner: Rc::new(ContextInner {
                 limits: device.limits(),
@@ -127,6 +133,7 @@ impl Context {
                 options,
                 registry: Rc::new(BufferRegistry::default()),
                 pipelines: PipelineCache::default(),
+                memory,
                 lost,
                 last_uncaptured_error,
                 next_tensor_id: Cell::new(1),
@@ -175,6 +182,47 @@ impl Context {
         &self.inner.registry
     }
 
+    /// The counter host copies of this context's constants add to.
+    pub fn host_byte_counter(&self) -> &Rc<Cell<u64>> {
+        &self.inner.memory.host_bytes
+    }
+
+    /// `memoryInfo()`: device bytes are the registry's live buffers at this moment.
+    pub fn memory_info(&self) -> MemoryInfo {
+        let m = &self.inner.memory;
+        MemoryInfo {
+            device_bytes: self.inner.registry.live_bytes(),
+            host_bytes: m.host_bytes.get(),
+            budget_bytes: m.budget.get(),
+            swap_ins: m.swap_ins.get(),
+            swap_outs: m.swap_outs.get(),
+            bytes_uploaded: m.bytes_uploaded.get(),
+            bytes_streamed_from_disk: m.bytes_streamed_from_disk.get(),
+        }
+    }
+
+    /// Evicts least recently used graphs (other than graph `except`) until `needed()` more bytes
+    /// fit the budget; `QuotaExceededError` when they cannot.
+    pub(crate) fn make_room(&self, except: u64, needed: &dyn Fn() -> u64) -> Result<()> {
+        let memory = &self.inner.memory;
+        let Some(budget) = memory.budget.get() else { return Ok(()) };
+        loop {
+            let need = needed();
+            let live = self.inner.registry.live_bytes();
+            if live + need <= budget {
+                return Ok(());
+            }
+            let order = memory.eviction_order(except);
+            let Some(victim) = order.first() else {
+                return Err(Error::QuotaExceeded(format!(
+                    "{need} more device bytes are needed but the memory budget is {budget} bytes and {live} bytes are held by tensors and resident graphs that cannot be evicted"
+                )));
+            };
+            victim.evict();
+            memory.pool.trim(&memory.resident_slot_needs());
+        }
+    }
+
     /// Number of compiled pipelines in the cache.
     pub fn pipeline_count(&self) -> usize {
         self.inner.pipelines.len()
@@ -183,6 +231,10 @@ impl Context {
     /// The last GPU error that happened outside an error scope, if any, cleared on read.
     pub fn take_uncaptured_error(&self) -> Option<String> {
         self.inner.last_uncaptured_error.lock().ok().and_then(|mut e| e.take())
+    }
+
+    pub fn lost_message(&self) -> Option<String> {
+        self.inner.lost.get()
     }
 
     pub fn is_lost(&self) -> bool {
@@ -260,24 +312,15 @@ impl Context {
         DeviceBuffer::new(buffer, &self.inner.registry)
     }
 
-    /// Writes `bytes` at the start of a buffer, padding to the 4-byte copy alignment.
-    pub(crate) fn upload(&self, buffer: &wgpu::Buffer, bytes: &[u8]) {
-        if bytes.len() % 4 == 0 {
-            self.inner.queue.write_buffer(buffer, 0, bytes);
-        } else {
-            let mut padded = bytes.to_vec();
-            padded.resize(bytes.len().div_ceil(4) * 4, 0);
-            self.inner.queue.write_buffer(buffer, 0, &padded);
-        }
-    }
-
     /// `createTensor(descriptor)`.
     pub async fn create_tensor(&self, descriptor: TensorDescriptor) -> Result<Tensor> {
         self.check_not_lost()?;
         descriptor.operand.check_dimensions()?;
         self.check_tensor_byte_length(&descriptor.operand)?;
-        let buffer = self.create_buffer(buffer_size(&descriptor.operand), "MLTensor").await?;
-        Ok(Tensor::new(self, descriptor, false, buffer))
+        let size = buffer_size(&descriptor.operand);
+        self.make_room(0, &|| size)?;
+        let buffer = self.create_buffer(size, "MLTensor").await?;
+        Ok(Tensor::new(self, descriptor, buffer))
     }
 
     /// `createConstantTensor(descriptor, inputData)`.
@@ -286,10 +329,23 @@ impl Context {
         descriptor.check_dimensions()?;
         self.check_tensor_byte_length(&descriptor)?;
         check_byte_length(&descriptor, bytes.len())?;
-        let buffer = self.create_buffer(buffer_size(&descriptor), "constant MLTensor").await?;
-        self.upload(&buffer.buffer, bytes);
+        let host = HostBytes::from_slice(bytes, self.host_byte_counter());
+        self.create_constant_tensor_host(descriptor, host).await
+    }
+
+    /// `createConstantTensor` from a host copy the caller made (JS-owned on the web).
+    pub async fn create_constant_tensor_host(&self, descriptor: OperandDescriptor, host: HostBytes) -> Result<Tensor> {
+        self.check_not_lost()?;
+        descriptor.check_dimensions()?;
+        self.check_tensor_byte_length(&descriptor)?;
+        check_byte_length(&descriptor, host.len() as usize)?;
+        let size = buffer_size(&descriptor);
+        self.make_room(0, &|| size)?;
+        let constant = Rc::new(SharedConstant::new(size, host));
+        let uploaded = constant.make_resident(self)?;
+        self.inner.memory.bytes_uploaded.set(self.inner.memory.bytes_uploaded.get() + uploaded);
         let descriptor = TensorDescriptor { operand: descriptor, readable: false, writable: false };
-        Ok(Tensor::new(self, descriptor, true, buffer))
+        Ok(Tensor::new_constant(self, descriptor, constant))
     }
 
     fn check_tensor(&self, tensor: &Tensor) -> Result<()> {
@@ -313,7 +369,7 @@ impl Context {
             return Ok(());
         }
         if let Some(buffer) = tensor.buffer() {
-            self.upload(&buffer.buffer, bytes);
+            crate::memory::host::write_padded(&self.inner.queue, &buffer.buffer, 0, bytes);
         }
         Ok(())
     }

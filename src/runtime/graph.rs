@@ -1,7 +1,9 @@
 //! Compiled graphs: `build()` lowers every operator to WGSL kernels, compiles them through the
-//! pipeline cache, assigns intermediate buffers by lifetime (a buffer is reused once its last
-//! reader has run) and records an execution plan; `dispatch()` replays the plan into one command
-//! buffer, building bind groups only when the bound tensors change.
+//! pipeline cache, assigns intermediates to slots of the context's shared pool by lifetime (a
+//! slot is reused once its last reader has run) and records an execution plan; `dispatch()`
+//! replays the plan into one command buffer, building bind groups only when the bound buffers
+//! change. `swap_out()`/`swap_in()` release and restore the graph's device memory without
+//! recompiling; the memory budget evicts least recently dispatched graphs.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -9,8 +11,10 @@ use std::rc::Rc;
 
 use crate::error::{Error, Result};
 use crate::graph::{ConstantValue, GraphDescription, OperandDescriptor, OperandSource};
-use crate::ops::{self, BufRef, LowerContext, Lowering};
+use crate::memory::budget::Evictable;
+use crate::memory::{Residency, SharedConstant};
 use crate::ops::wgsl::buffer_size;
+use crate::ops::{self, BufRef, LowerContext, Lowering};
 use crate::runtime::buffer::DeviceBuffer;
 use crate::runtime::context::Context;
 use crate::runtime::pipeline::Pipeline;
@@ -35,14 +39,22 @@ struct BindCache {
     groups: Vec<Option<wgpu::BindGroup>>,
 }
 
+static NEXT_GRAPH_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 struct GraphInner {
+    id: u64,
     context: Context,
     inputs: Vec<(String, OperandDescriptor)>,
     outputs: Vec<(String, OperandDescriptor)>,
-    constants: Vec<Rc<DeviceBuffer>>,
-    intermediates: Vec<Rc<DeviceBuffer>>,
+    constants: Vec<Rc<SharedConstant>>,
+    /// Sizes of the pool slots the plan uses, largest first.
+    slot_sizes: Vec<u64>,
     steps: Vec<Step>,
     bind_cache: RefCell<Option<BindCache>>,
+    residency: Cell<Residency>,
+    /// Bumped at every swap-in: constant buffers are new, bind groups must be rebuilt.
+    epoch: Cell<u64>,
+    last_used: Cell<u64>,
     destroyed: Cell<bool>,
 }
 
@@ -103,20 +115,14 @@ impl Graph {
                 if value_of[operand].is_some() {
                     continue;
                 }
-                let OperandSource::Constant(value) = &d.sources[operand] else {
-                    return Err(Error::Operation(format!("operand {operand} has no producer")));
-                };
-                let buffer = match value {
-                    ConstantValue::Bytes(bytes) => {
-                        let buffer = context.create_buffer(buffer_size(&d.descriptors[operand]), "constant").await?;
-                        context.upload(&buffer.buffer, bytes);
-                        Rc::new(buffer)
-                    }
+                let OperandSource::Constant(value) = &d.sources[operand] else { continue };
+                let constant = match value {
+                    ConstantValue::Bytes(shared) => shared.clone(),
                     ConstantValue::Tensor(tensor) => tensor
-                        .buffer()
+                        .shared_constant()
                         .ok_or_else(|| Error::Type("a constant MLTensor used by the graph is destroyed".into()))?,
                 };
-                constants.push(buffer);
+                constants.push(constant);
                 value_of[operand] = Some(new_value(&mut values, Value::Fixed(Slot::Constant(constants.len() - 1))));
             }
         }
@@ -203,7 +209,7 @@ impl Graph {
         }
         let mut slot_of: Vec<Option<Slot>> =
             values.iter().map(|v| if let Value::Fixed(s) = v { Some(*s) } else { None }).collect();
-        let mut intermediates: Vec<Rc<DeviceBuffer>> = Vec::new();
+        let mut slot_sizes: Vec<u64> = Vec::new();
         let mut free: Vec<usize> = Vec::new();
         let mut steps = Vec::with_capacity(planned.len());
         for (s, step) in planned.into_iter().enumerate() {
@@ -216,20 +222,29 @@ impl Graph {
                     continue;
                 }
                 let Value::Intermediate { size } = values[v] else { continue };
+                let size = size.div_ceil(256) * 256;
                 let best = free
                     .iter()
                     .enumerate()
-                    .filter(|(_, &b)| intermediates[b].size >= size)
-                    .min_by_key(|(_, &b)| intermediates[b].size)
+                    .filter(|(_, &b)| slot_sizes[b] >= size)
+                    .min_by_key(|(_, &b)| slot_sizes[b])
                     .map(|(i, _)| i);
-                let buffer_index = match best {
+                let slot_index = match best {
                     Some(i) => free.swap_remove(i),
-                    None => {
-                        intermediates.push(Rc::new(context.create_buffer(size.div_ceil(256) * 256, "intermediate").await?));
-                        intermediates.len() - 1
-                    }
+                    // No free slot is large enough: grow the largest free one, or add a slot.
+                    None => match free.iter().enumerate().max_by_key(|(_, &b)| slot_sizes[b]).map(|(i, _)| i) {
+                        Some(i) => {
+                            let b = free.swap_remove(i);
+                            slot_sizes[b] = size;
+                            b
+                        }
+                        None => {
+                            slot_sizes.push(size);
+                            slot_sizes.len() - 1
+                        }
+                    },
                 };
-                slot_of[v] = Some(Slot::Intermediate(buffer_index));
+                slot_of[v] = Some(Slot::Intermediate(slot_index));
             }
             let slot = |v: usize| slot_of[v].ok_or_else(|| Error::Operation("unassigned value".into()));
             steps.push(match step {
@@ -247,18 +262,54 @@ impl Graph {
             }
         }
 
-        Ok(Graph {
+        // Slots are numbered largest first so that graphs sharing the pool line up their big
+        // buffers on the same slots.
+        let mut order: Vec<usize> = (0..slot_sizes.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(slot_sizes[i]));
+        let mut renumber = vec![0; slot_sizes.len()];
+        for (new, &old) in order.iter().enumerate() {
+            renumber[old] = new;
+        }
+        let slot_sizes: Vec<u64> = order.iter().map(|&i| slot_sizes[i]).collect();
+        let renumbered = |slot: Slot| if let Slot::Intermediate(i) = slot { Slot::Intermediate(renumber[i]) } else { slot };
+        for step in &mut steps {
+            match step {
+                Step::Kernel { slots, .. } => slots.iter_mut().for_each(|s| *s = renumbered(*s)),
+                Step::Copy { from, to, .. } => {
+                    *from = renumbered(*from);
+                    *to = renumbered(*to);
+                }
+            }
+        }
+
+        let graph = Graph {
             inner: Rc::new(GraphInner {
+                id: NEXT_GRAPH_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 context: context.clone(),
                 inputs,
                 outputs,
                 constants,
-                intermediates,
+                slot_sizes,
                 steps,
                 bind_cache: RefCell::new(None),
+                residency: Cell::new(Residency::Host),
+                epoch: Cell::new(0),
+                last_used: Cell::new(0),
                 destroyed: Cell::new(false),
             }),
-        })
+        };
+        let total = graph.total_device_bytes();
+        if let Some(budget) = context.inner.memory.budget.get() {
+            if total > budget {
+                return Err(Error::QuotaExceeded(format!(
+                    "the graph needs {total} device bytes, more than the memory budget of {budget} bytes"
+                )));
+            }
+        }
+        let weak: std::rc::Weak<dyn Evictable> = Rc::downgrade(&graph.inner) as std::rc::Weak<dyn Evictable>;
+        context.inner.memory.register(weak);
+        graph.swap_in_now()?;
+        Ok(graph)
     }
 
     pub fn context(&self) -> &Context {
@@ -275,9 +326,87 @@ impl Graph {
         &self.inner.outputs
     }
 
-    /// Device bytes of the buffers this graph owns (constants it uploaded and intermediates).
+    /// `deviceBytes`: bytes of the constants this graph holds on the GPU now (shared constants
+    /// count for every graph using them). Intermediates live in the context's shared pool.
     pub fn device_bytes(&self) -> u64 {
-        self.inner.constants.iter().chain(&self.inner.intermediates).map(|b| b.size).sum()
+        if self.inner.residency.get() != Residency::Device {
+            return 0;
+        }
+        self.inner.constants.iter().map(|c| c.buffer_size).sum()
+    }
+
+    /// `hostBytes`: bytes of the host copies of this graph's constants.
+    pub fn host_bytes(&self) -> u64 {
+        self.inner.constants.iter().map(|c| c.host_bytes()).sum()
+    }
+
+    /// Device bytes the graph needs when resident: constants plus its intermediate slots.
+    pub fn total_device_bytes(&self) -> u64 {
+        self.inner.constants.iter().map(|c| c.buffer_size).sum::<u64>() + self.inner.slot_sizes.iter().sum::<u64>()
+    }
+
+    /// `residency`.
+    pub fn residency(&self) -> Residency {
+        self.inner.residency.get()
+    }
+
+    /// Makes the graph resident, evicting others under the budget: uploads only, no compile.
+    fn swap_in_now(&self) -> Result<()> {
+        let inner = &self.inner;
+        let context = &inner.context;
+        let memory = &context.inner.memory;
+        if inner.residency.get() != Residency::Device {
+            let needed = || {
+                inner.constants.iter().map(|c| c.bytes_to_acquire()).sum::<u64>() + memory.pool.growth_for(&inner.slot_sizes)
+            };
+            context.make_room(inner.id, &needed)?;
+            let mut uploaded = 0;
+            for constant in &inner.constants {
+                uploaded += constant.acquire(context)?;
+            }
+            memory.bytes_uploaded.set(memory.bytes_uploaded.get() + uploaded);
+            memory.swap_ins.set(memory.swap_ins.get() + 1);
+            inner.residency.set(Residency::Device);
+            inner.epoch.set(inner.epoch.get() + 1);
+        } else {
+            context.make_room(inner.id, &|| memory.pool.growth_for(&inner.slot_sizes))?;
+        }
+        memory.pool.ensure(context, &inner.slot_sizes);
+        Ok(())
+    }
+
+    /// `swapIn()`: makes the constants resident again (a no-op when resident).
+    pub fn swap_in(&self) -> Result<()> {
+        self.check_usable()?;
+        self.swap_in_now()
+    }
+
+    /// `swapOut({to})`: releases the graph's GPU memory once the work already queued on it is
+    /// done (buffers in use by queued work are freed by the GPU after that work completes).
+    pub async fn swap_out(&self, to: Residency) -> Result<()> {
+        self.check_usable()?;
+        if to == Residency::Device {
+            return Err(Error::Type("swapOut() goes to \"host\" or \"disk\"".into()));
+        }
+        if to == Residency::Disk {
+            return Err(Error::Type(
+                "swapOut({to: \"disk\"}) needs every constant to come from a weight file; this graph's constants do not".into(),
+            ));
+        }
+        self.inner.evict();
+        let memory = &self.inner.context.inner.memory;
+        memory.pool.trim(&memory.resident_slot_needs());
+        self.inner.context.flush().await
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.inner.destroyed.get() {
+            return Err(Error::InvalidState("the MLGraph is destroyed".into()));
+        }
+        if let Some(message) = self.inner.context.lost_message() {
+            return Err(Error::InvalidState(message));
+        }
+        Ok(())
     }
 
     /// Number of GPU dispatches and copies one `dispatch()` records.
@@ -292,17 +421,43 @@ impl Graph {
     /// `destroy()`: the graph can no longer be dispatched; its buffers go when the last handle
     /// is dropped (queued work keeps them alive on the GPU side).
     pub fn destroy(&self) {
-        self.inner.destroyed.set(true);
-        self.inner.bind_cache.borrow_mut().take();
+        if self.inner.destroyed.replace(true) {
+            return;
+        }
+        self.inner.evict();
+        let memory = &self.inner.context.inner.memory;
+        memory.pool.trim(&memory.resident_slot_needs());
+    }
+}
+
+impl Evictable for GraphInner {
+    fn id(&self) -> u64 {
+        self.id
     }
 
-    fn buffer_of<'a>(&'a self, slot: Slot, inputs: &'a [Rc<DeviceBuffer>], outputs: &'a [Rc<DeviceBuffer>]) -> &'a DeviceBuffer {
-        match slot {
-            Slot::Input(i) => &inputs[i],
-            Slot::Output(i) => &outputs[i],
-            Slot::Constant(i) => &self.inner.constants[i],
-            Slot::Intermediate(i) => &self.inner.intermediates[i],
+    fn is_resident(&self) -> bool {
+        self.residency.get() == Residency::Device && !self.destroyed.get()
+    }
+
+    fn last_used(&self) -> u64 {
+        self.last_used.get()
+    }
+
+    fn evict(&self) {
+        if self.residency.get() != Residency::Device {
+            return;
         }
+        for constant in &self.constants {
+            constant.release();
+        }
+        self.bind_cache.borrow_mut().take();
+        self.residency.set(Residency::Host);
+        let memory = &self.context.inner.memory;
+        memory.swap_outs.set(memory.swap_outs.get() + 1);
+    }
+
+    fn slot_sizes(&self) -> Vec<u64> {
+        self.slot_sizes.clone()
     }
 }
 
@@ -362,16 +517,33 @@ impl Context {
         if self.is_lost() {
             return Ok(());
         }
-        graph.record(&input_buffers, &output_buffers);
-        Ok(())
+        graph.swap_in_now()?;
+        graph.inner.last_used.set(self.inner.memory.tick());
+        graph.record(&input_buffers, &output_buffers)
     }
 }
 
 impl Graph {
-    fn record(&self, inputs: &[Rc<DeviceBuffer>], outputs: &[Rc<DeviceBuffer>]) {
+    fn record(&self, inputs: &[Rc<DeviceBuffer>], outputs: &[Rc<DeviceBuffer>]) -> Result<()> {
         let context = &self.inner.context;
         let device = context.device();
-        let key: Vec<u64> = inputs.iter().chain(outputs).map(|b| b.id).collect();
+        let pool = &context.inner.memory.pool;
+        let missing = || Error::InvalidState("a buffer of the graph is not resident".into());
+        let constants: Vec<Rc<DeviceBuffer>> =
+            self.inner.constants.iter().map(|c| c.device().ok_or_else(missing)).collect::<Result<_>>()?;
+        let slots: Vec<Rc<DeviceBuffer>> =
+            (0..self.inner.slot_sizes.len()).map(|i| pool.get(i).ok_or_else(missing)).collect::<Result<_>>()?;
+        let buffer_of = |slot: Slot| -> &DeviceBuffer {
+            match slot {
+                Slot::Input(i) => &inputs[i],
+                Slot::Output(i) => &outputs[i],
+                Slot::Constant(i) => &constants[i],
+                Slot::Intermediate(i) => &slots[i],
+            }
+        };
+        let mut key: Vec<u64> = inputs.iter().chain(outputs).map(|b| b.id).collect();
+        key.push(pool.generation());
+        key.push(self.inner.epoch.get());
         let mut cache = self.inner.bind_cache.borrow_mut();
         if cache.as_ref().map(|c| c.key != key).unwrap_or(true) {
             let groups = self
@@ -385,7 +557,7 @@ impl Graph {
                             .enumerate()
                             .map(|(i, &slot)| wgpu::BindGroupEntry {
                                 binding: i as u32,
-                                resource: self.buffer_of(slot, inputs, outputs).buffer.as_entire_binding(),
+                                resource: buffer_of(slot).buffer.as_entire_binding(),
                             })
                             .collect();
                         Some(device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -399,14 +571,12 @@ impl Graph {
                 .collect();
             *cache = Some(BindCache { key, groups });
         }
-        let Some(cache) = cache.as_ref() else { return };
+        let Some(cache) = cache.as_ref() else { return Ok(()) };
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("dispatch") });
         let mut index = 0;
         while index < self.inner.steps.len() {
             if let Step::Copy { from, to, size } = &self.inner.steps[index] {
-                let from = self.buffer_of(*from, inputs, outputs);
-                let to = self.buffer_of(*to, inputs, outputs);
-                encoder.copy_buffer_to_buffer(&from.buffer, 0, &to.buffer, 0, *size);
+                encoder.copy_buffer_to_buffer(&buffer_of(*from).buffer, 0, &buffer_of(*to).buffer, 0, *size);
                 index += 1;
                 continue;
             }
@@ -419,5 +589,6 @@ impl Graph {
             }
         }
         context.queue().submit([encoder.finish()]);
+        Ok(())
     }
 }

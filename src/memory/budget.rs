@@ -1,0 +1,87 @@
+//! The context's memory state: the budget, the graphs it may evict (least recently dispatched
+//! first), the host byte counter and the swap statistics of `memoryInfo()`.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use crate::memory::IntermediatePool;
+
+/// `MLContext.memoryInfo()`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemoryInfo {
+    pub device_bytes: u64,
+    pub host_bytes: u64,
+    pub budget_bytes: Option<u64>,
+    pub swap_ins: u64,
+    pub swap_outs: u64,
+    pub bytes_uploaded: u64,
+    pub bytes_streamed_from_disk: u64,
+}
+
+#[derive(Default)]
+pub struct MemoryState {
+    pub budget: Cell<Option<u64>>,
+    /// Bytes of live host copies (constants' [`HostBytes`](crate::memory::HostBytes)).
+    pub host_bytes: Rc<Cell<u64>>,
+    pub pool: IntermediatePool,
+    pub swap_ins: Cell<u64>,
+    pub swap_outs: Cell<u64>,
+    pub bytes_uploaded: Cell<u64>,
+    pub bytes_streamed_from_disk: Cell<u64>,
+    /// Dispatch clock for least-recently-used ordering.
+    pub clock: Cell<u64>,
+    /// Graphs that may be evicted, by id.
+    pub graphs: RefCell<Vec<std::rc::Weak<dyn Evictable>>>,
+}
+
+/// What the budget needs from a graph to evict it.
+pub trait Evictable {
+    fn id(&self) -> u64;
+    fn is_resident(&self) -> bool;
+    fn last_used(&self) -> u64;
+    /// Releases the graph's GPU memory (to the host tier).
+    fn evict(&self);
+    /// Intermediate slot sizes the graph needs while resident.
+    fn slot_sizes(&self) -> Vec<u64>;
+}
+
+impl MemoryState {
+    pub fn tick(&self) -> u64 {
+        let t = self.clock.get() + 1;
+        self.clock.set(t);
+        t
+    }
+
+    pub fn register(&self, graph: std::rc::Weak<dyn Evictable>) {
+        let mut graphs = self.graphs.borrow_mut();
+        graphs.retain(|g| g.strong_count() > 0);
+        graphs.push(graph);
+    }
+
+    /// The resident graphs other than `except`, least recently used first.
+    pub fn eviction_order(&self, except: u64) -> Vec<Rc<dyn Evictable>> {
+        let mut live: Vec<Rc<dyn Evictable>> = self
+            .graphs
+            .borrow()
+            .iter()
+            .filter_map(|g| g.upgrade())
+            .filter(|g| g.id() != except && g.is_resident())
+            .collect();
+        live.sort_by_key(|g| g.last_used());
+        live
+    }
+
+    /// The largest intermediate slot sizes among resident graphs (what the pool must keep).
+    pub fn resident_slot_needs(&self) -> Vec<u64> {
+        let mut needs: Vec<u64> = Vec::new();
+        for g in self.graphs.borrow().iter().filter_map(|g| g.upgrade()).filter(|g| g.is_resident()) {
+            for (i, size) in g.slot_sizes().into_iter().enumerate() {
+                if needs.len() <= i {
+                    needs.push(0);
+                }
+                needs[i] = needs[i].max(size);
+            }
+        }
+        needs
+    }
+}
