@@ -11,6 +11,7 @@ pub mod gather;
 pub mod limits;
 pub mod logical;
 pub mod matmul;
+pub mod movement;
 pub mod normalization;
 pub mod reduce;
 pub mod reference;

@@ -1,14 +1,96 @@
-//! reshape (a view: no GPU work) and expand.
+//! reshape (a view of the same bytes: no GPU work) and expand (numpy-style broadcast of the input
+//! to a new shape).
 
 use crate::error::{Error, Result};
+use crate::graph::operand::is_unidirectionally_broadcastable;
 use crate::graph::OperandDescriptor;
-use crate::ops::limits::OpLimits;
-use crate::ops::reference::HostTensor;
-use crate::ops::wgsl::{LowerContext, Lowering};
+use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::movement::{check_valid_dimensions, MoveKernel, Source};
+use crate::ops::reference::{coords, HostTensor};
+use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, BufRef, LowerContext, Lowering};
 
-pub fn limits() -> Vec<OpLimits> { Vec::new() }
-pub fn validate_reshape(_new_shape: &[u32], _inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> { Err(Error::NotSupported("reshape is not implemented yet".into())) }
-pub fn validate_expand(_new_shape: &[u32], _inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> { Err(Error::NotSupported("reshape is not implemented yet".into())) }
-pub fn lower_expand(_cx: &LowerContext) -> Result<Lowering> { Err(Error::NotSupported("reshape is not implemented yet".into())) }
-pub fn reference_reshape(_inputs: &[HostTensor], _outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> { Err(Error::NotSupported("reshape is not implemented yet".into())) }
-pub fn reference_expand(_inputs: &[HostTensor], _outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> { Err(Error::NotSupported("reshape is not implemented yet".into())) }
+const MAX_RANK: u32 = crate::graph::operand::MAX_RANK as u32;
+
+fn single_input_limits(name: &'static str) -> OpLimits {
+    OpLimits {
+        name,
+        operands: vec![
+            limits::tensor("input", SUPPORTED, 0, MAX_RANK),
+            limits::tensor("output", SUPPORTED, 0, MAX_RANK),
+        ],
+    }
+}
+
+pub fn limits() -> Vec<OpLimits> {
+    vec![single_input_limits("reshape"), single_input_limits("expand")]
+}
+
+/// The output rank check of the spec's steps, against the output's allowed ranks.
+fn check_output_rank(l: &OpLimits, rank: usize) -> Result<()> {
+    let output = &l.operands[1];
+    if (rank as u32) < output.rank_min || rank as u32 > output.rank_max {
+        return Err(Error::Type(format!(
+            "{}: newShape has rank {rank} but the output must have rank {} to {}",
+            l.name, output.rank_min, output.rank_max
+        )));
+    }
+    Ok(())
+}
+
+pub fn validate_reshape(new_shape: &[u32], inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let l = limits::of("reshape")?;
+    let input = inputs[0];
+    limits::check(&l.operands[0], input)?;
+    check_output_rank(&l, new_shape.len())?;
+    check_valid_dimensions("reshape: newShape", new_shape)?;
+    let count = new_shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
+    if count != Some(input.element_count()) {
+        return Err(Error::Type(format!(
+            "reshape: newShape {new_shape:?} does not have the {} elements of input {input}",
+            input.element_count()
+        )));
+    }
+    Ok(vec![OperandDescriptor::new(input.data_type, new_shape)])
+}
+
+pub fn validate_expand(new_shape: &[u32], inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let l = limits::of("expand")?;
+    let input = inputs[0];
+    limits::check(&l.operands[0], input)?;
+    check_valid_dimensions("expand: newShape", new_shape)?;
+    if !is_unidirectionally_broadcastable(&input.shape, new_shape) {
+        return Err(Error::Type(format!(
+            "expand: input shape {:?} is not unidirectionally broadcastable to newShape {new_shape:?}",
+            input.shape
+        )));
+    }
+    check_output_rank(&l, new_shape.len())?;
+    Ok(vec![OperandDescriptor::new(input.data_type, new_shape)])
+}
+
+pub fn lower_expand(cx: &LowerContext) -> Result<Lowering> {
+    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+    let helpers = coords_fn("out", &out.shape) + &broadcast_offset_fn("input", &input.shape, out.rank());
+    let launch = MoveKernel {
+        sources: vec![Source { name: "input", buffer: BufRef::Input(0), descriptor: input }],
+        output: BufRef::Output(0),
+        output_descriptor: out,
+        helpers,
+        body: "    return bits_input(offset_input(coords_out(i)));".into(),
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+/// The output's values are the input's, in the same row-major order.
+pub fn reference_reshape(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    Ok(vec![HostTensor::new(outputs[0].clone(), inputs[0].data.clone())?])
+}
+
+/// Each output element reads the input at its coordinates, with size-1 input dimensions (and
+/// the missing leading ones) read at index 0.
+pub fn reference_expand(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    let out = &outputs[0];
+    let data = (0..out.element_count() as usize).map(|i| inputs[0].at_broadcast(&coords(i, &out.shape))).collect();
+    Ok(vec![HostTensor::new(out.clone(), data)?])
+}

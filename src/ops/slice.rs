@@ -1,10 +1,12 @@
-//! slice.
+//! slice: a strided window of the input.
 
 use crate::error::{Error, Result};
+use crate::graph::operand::{strides, MAX_RANK};
 use crate::graph::OperandDescriptor;
-use crate::ops::limits::OpLimits;
-use crate::ops::reference::HostTensor;
-use crate::ops::wgsl::{LowerContext, Lowering};
+use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::movement::{MoveKernel, Source};
+use crate::ops::reference::{coords, HostTensor};
+use crate::ops::wgsl::{coords_fn, BufRef, LowerContext, Lowering};
 
 /// `slice`'s arguments and `MLSliceOptions`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,7 +16,97 @@ pub struct SliceOptions {
     pub strides: Option<Vec<u32>>,
 }
 
-pub fn limits() -> Vec<OpLimits> { Vec::new() }
-pub fn validate(_o: &SliceOptions, _inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> { Err(Error::NotSupported("slice is not implemented yet".into())) }
-pub fn lower(_o: &SliceOptions, _cx: &LowerContext) -> Result<Lowering> { Err(Error::NotSupported("slice is not implemented yet".into())) }
-pub fn reference(_o: &SliceOptions, _inputs: &[HostTensor], _outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> { Err(Error::NotSupported("slice is not implemented yet".into())) }
+impl SliceOptions {
+    /// The strides, defaulting to 1 on every axis.
+    fn strides_or_default(&self) -> Vec<u32> {
+        self.strides.clone().unwrap_or_else(|| vec![1; self.starts.len()])
+    }
+}
+
+pub fn limits() -> Vec<OpLimits> {
+    vec![OpLimits {
+        name: "slice",
+        operands: vec![
+            limits::tensor("input", SUPPORTED, 0, MAX_RANK as u32),
+            limits::tensor("output", SUPPORTED, 0, MAX_RANK as u32),
+        ],
+    }]
+}
+
+pub fn validate(o: &SliceOptions, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let input = inputs[0];
+    limits::check(&limits::of("slice")?.operands[0], input)?;
+    let rank = input.rank();
+    if o.sizes.contains(&0) {
+        return Err(Error::Type(format!("slice: sizes {:?} contain 0", o.sizes)));
+    }
+    if o.starts.len() != rank || o.sizes.len() != rank {
+        return Err(Error::Type(format!(
+            "slice: starts {:?} and sizes {:?} must both have the input's rank {rank}",
+            o.starts, o.sizes
+        )));
+    }
+    if let Some(s) = &o.strides {
+        if s.len() != rank {
+            return Err(Error::Type(format!("slice: strides {s:?} must have the input's rank {rank}")));
+        }
+    }
+    let strides = o.strides_or_default();
+    let mut shape = Vec::with_capacity(rank);
+    for axis in 0..rank {
+        let (dim, start, size, stride) = (input.shape[axis], o.starts[axis], o.sizes[axis], strides[axis]);
+        if stride < 1 {
+            return Err(Error::Type(format!("slice: strides[{axis}] is {stride} but must be at least 1")));
+        }
+        if start as u64 + size as u64 > dim as u64 {
+            return Err(Error::Type(format!(
+                "slice: starts[{axis}] {start} + sizes[{axis}] {size} exceed the input dimension {dim}"
+            )));
+        }
+        shape.push(size.div_ceil(stride));
+    }
+    Ok(vec![OperandDescriptor::new(input.data_type, shape)])
+}
+
+pub fn lower(o: &SliceOptions, cx: &LowerContext) -> Result<Lowering> {
+    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+    let input_strides = strides(&input.shape);
+    let steps = o.strides_or_default();
+    // Element `c[axis]` of an axis reads input index `start + c[axis] * stride`.
+    let mut base = 0u64;
+    let mut terms = Vec::new();
+    for axis in 0..input.rank() {
+        base += o.starts[axis] as u64 * input_strides[axis];
+        if out.shape[axis] != 1 {
+            terms.push(format!("c[{axis}] * {}u", steps[axis] as u64 * input_strides[axis]));
+        }
+    }
+    terms.push(format!("{base}u"));
+    let launch = MoveKernel {
+        sources: vec![Source { name: "input", buffer: BufRef::Input(0), descriptor: input }],
+        output: BufRef::Output(0),
+        output_descriptor: out,
+        helpers: coords_fn("out", &out.shape),
+        body: format!("    let c = coords_out(i);\n    return bits_input({});", terms.join(" + ")),
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+/// `output[c] = input[starts + c * strides]`.
+pub fn reference(o: &SliceOptions, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    let input = &inputs[0];
+    let out = &outputs[0];
+    let steps = o.strides_or_default();
+    let in_strides = strides(input.shape());
+    let data = (0..out.element_count() as usize)
+        .map(|i| {
+            let c = coords(i, &out.shape);
+            let index: u64 = (0..c.len())
+                .map(|axis| (o.starts[axis] as u64 + c[axis] as u64 * steps[axis] as u64) * in_strides[axis])
+                .sum();
+            input.data[index as usize]
+        })
+        .collect();
+    Ok(vec![HostTensor::new(out.clone(), data)?])
+}

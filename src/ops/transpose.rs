@@ -1,12 +1,92 @@
-//! transpose.
+//! transpose: permutes the dimensions of the input.
 
 use crate::error::{Error, Result};
+use crate::graph::operand::{strides, MAX_RANK};
 use crate::graph::OperandDescriptor;
-use crate::ops::limits::OpLimits;
-use crate::ops::reference::HostTensor;
-use crate::ops::wgsl::{LowerContext, Lowering};
+use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::movement::{MoveKernel, Source};
+use crate::ops::reference::{coords, HostTensor};
+use crate::ops::wgsl::{coords_fn, BufRef, LowerContext, Lowering};
 
-pub fn limits() -> Vec<OpLimits> { Vec::new() }
-pub fn validate(_permutation: Option<&[u32]>, _inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> { Err(Error::NotSupported("transpose is not implemented yet".into())) }
-pub fn lower(_permutation: Option<&[u32]>, _cx: &LowerContext) -> Result<Lowering> { Err(Error::NotSupported("transpose is not implemented yet".into())) }
-pub fn reference(_permutation: Option<&[u32]>, _inputs: &[HostTensor], _outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> { Err(Error::NotSupported("transpose is not implemented yet".into())) }
+pub fn limits() -> Vec<OpLimits> {
+    vec![OpLimits {
+        name: "transpose",
+        operands: vec![
+            limits::tensor("input", SUPPORTED, 0, MAX_RANK as u32),
+            limits::tensor("output", SUPPORTED, 0, MAX_RANK as u32),
+        ],
+    }]
+}
+
+/// The permutation, defaulting to the reversed axes.
+fn permutation_or_default(permutation: Option<&[u32]>, rank: usize) -> Vec<usize> {
+    match permutation {
+        Some(p) => p.iter().map(|&a| a as usize).collect(),
+        None => (0..rank).rev().collect(),
+    }
+}
+
+pub fn validate(permutation: Option<&[u32]>, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let input = inputs[0];
+    limits::check(&limits::of("transpose")?.operands[0], input)?;
+    let rank = input.rank();
+    if let Some(p) = permutation {
+        if p.len() != rank {
+            return Err(Error::Type(format!(
+                "transpose: permutation {p:?} has {} values but input has rank {rank}",
+                p.len()
+            )));
+        }
+        if let Some(a) = p.iter().find(|&&a| a as usize >= rank) {
+            return Err(Error::Type(format!("transpose: permutation {p:?} has {a}, out of the range 0 to {rank}")));
+        }
+        if (1..p.len()).any(|i| p[..i].contains(&p[i])) {
+            return Err(Error::Type(format!("transpose: permutation {p:?} has duplicate values")));
+        }
+    }
+    let shape = permutation_or_default(permutation, rank).iter().map(|&a| input.shape[a]).collect::<Vec<u32>>();
+    Ok(vec![OperandDescriptor::new(input.data_type, shape)])
+}
+
+pub fn lower(permutation: Option<&[u32]>, cx: &LowerContext) -> Result<Lowering> {
+    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+    let perm = permutation_or_default(permutation, input.rank());
+    let input_strides = strides(&input.shape);
+    // Output axis `k` walks input axis `perm[k]`.
+    let terms: Vec<String> = perm
+        .iter()
+        .enumerate()
+        .filter(|&(k, _)| out.shape[k] != 1)
+        .map(|(k, &a)| format!("c[{k}] * {}u", input_strides[a]))
+        .collect();
+    let offset = if terms.is_empty() { "0u".to_string() } else { terms.join(" + ") };
+    let launch = MoveKernel {
+        sources: vec![Source { name: "input", buffer: BufRef::Input(0), descriptor: input }],
+        output: BufRef::Output(0),
+        output_descriptor: out,
+        helpers: coords_fn("out", &out.shape),
+        body: format!("    let c = coords_out(i);\n    return bits_input({offset});"),
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+/// `output[c] = input[d]` where `d[permutation[k]] = c[k]`.
+pub fn reference(
+    permutation: Option<&[u32]>,
+    inputs: &[HostTensor],
+    outputs: &[OperandDescriptor],
+) -> Result<Vec<HostTensor>> {
+    let input = &inputs[0];
+    let out = &outputs[0];
+    let perm = permutation_or_default(permutation, input.shape().len());
+    let in_strides = strides(input.shape());
+    let data = (0..out.element_count() as usize)
+        .map(|i| {
+            let c = coords(i, &out.shape);
+            let index: u64 = perm.iter().zip(&c).map(|(&a, &ck)| ck as u64 * in_strides[a]).sum();
+            input.data[index as usize]
+        })
+        .collect();
+    Ok(vec![HostTensor::new(out.clone(), data)?])
+}

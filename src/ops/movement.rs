@@ -1,0 +1,110 @@
+//! The kernel shared by the data-movement families (expand, transpose, concat, split, slice,
+//! gather): every output element is a copy of one source element, moved as raw bits. Going
+//! through the value loaders of [`crate::ops::wgsl`] would round-trip float16 through f32 and
+//! quiet signaling NaNs; moving bits keeps every payload exact for every data type.
+//!
+//! All bindings are `array<u32>`; float16 elements are 16-bit halves and int8/uint8 bytes of
+//! those words, and each invocation writes one whole output word, so packed outputs never race.
+
+use crate::error::{Error, Result};
+use crate::graph::{DataType, OperandDescriptor};
+use crate::ops::wgsl::{elements_per_word, BufRef, Launch, WORKGROUP_SIZE};
+
+/// WebGPU's default `maxStorageBuffersPerShaderStage`: a launch binds at most this many buffers.
+pub const MAX_BINDINGS: usize = 8;
+
+/// Bits of one stored element.
+fn element_bits(data_type: DataType) -> Result<u64> {
+    match data_type {
+        DataType::Float32 | DataType::Int32 | DataType::Uint32 => Ok(32),
+        DataType::Float16 => Ok(16),
+        DataType::Int8 | DataType::Uint8 => Ok(8),
+        DataType::Int64 | DataType::Uint64 => {
+            Err(Error::NotSupported(format!("{data_type} is not supported by the WebGPU kernels")))
+        }
+    }
+}
+
+/// `fn bits_<name>(i: u32) -> u32`: the raw bits of element `i` of binding `name`.
+fn bits_fn(name: &str, data_type: DataType) -> Result<String> {
+    let body = match element_bits(data_type)? {
+        32 => format!("return {name}[i];"),
+        16 => format!("return ({name}[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu;"),
+        _ => format!("return ({name}[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;"),
+    };
+    Ok(format!("fn bits_{name}(i: u32) -> u32 {{ {body} }}\n"))
+}
+
+/// A read-only binding of a move kernel.
+pub struct Source<'a> {
+    pub name: &'a str,
+    pub buffer: BufRef,
+    pub descriptor: &'a OperandDescriptor,
+}
+
+/// One launch writing every element of `output` with one invocation per output word.
+pub struct MoveKernel<'a> {
+    pub sources: Vec<Source<'a>>,
+    pub output: BufRef,
+    pub output_descriptor: &'a OperandDescriptor,
+    /// Extra WGSL placed before `source_bits`.
+    pub helpers: String,
+    /// Body of `fn source_bits(i: u32) -> u32` returning the raw bits of output element `i`,
+    /// read with the `bits_<name>` functions of the sources.
+    pub body: String,
+}
+
+impl MoveKernel<'_> {
+    pub fn build(self) -> Result<Launch> {
+        if self.sources.len() + 1 > MAX_BINDINGS {
+            return Err(Error::Operation(format!(
+                "a kernel binds {} buffers, more than the {MAX_BINDINGS} allowed",
+                self.sources.len() + 1
+            )));
+        }
+        let mut src = String::new();
+        for (index, s) in self.sources.iter().enumerate() {
+            src += &format!("@group(0) @binding({index}) var<storage, read> {}: array<u32>;\n", s.name);
+            src += &bits_fn(s.name, s.descriptor.data_type)?;
+        }
+        src += &format!("@group(0) @binding({}) var<storage, read_write> out: array<u32>;\n", self.sources.len());
+        src += &self.helpers;
+        src += &format!("fn source_bits(i: u32) -> u32 {{\n{}\n}}\n", self.body);
+        let bits = element_bits(self.output_descriptor.data_type)?;
+        let per_word = elements_per_word(self.output_descriptor.data_type);
+        let count = self.output_descriptor.element_count();
+        let words = count.div_ceil(per_word);
+        let store = if per_word == 1 {
+            "out[t] = source_bits(t);".to_string()
+        } else {
+            format!(
+                "var word = 0u;\n    for (var k = 0u; k < {per_word}u; k++) {{\n        let i = t * {per_word}u + k;\n        if (i < {count}u) {{ word = word | (source_bits(i) << (k * {bits}u)); }}\n    }}\n    out[t] = word;"
+            )
+        };
+        src += &format!(
+            "@compute @workgroup_size({WORKGROUP_SIZE})\nfn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{\n    let t = gid.x + gid.y * nwg.x * {WORKGROUP_SIZE}u;\n    if (t >= {words}u) {{ return; }}\n    {store}\n}}\n"
+        );
+        Ok(Launch {
+            source: src,
+            reads: self.sources.iter().map(|s| s.buffer).collect(),
+            writes: vec![self.output],
+            invocations: words,
+            workgroup_size: WORKGROUP_SIZE,
+        })
+    }
+}
+
+/// `(outer, inner)`: the element counts of the dimensions before and after `axis`.
+pub fn outer_inner(shape: &[u32], axis: usize) -> (u64, u64) {
+    let product = |dims: &[u32]| dims.iter().map(|&d| d as u64).product::<u64>();
+    let (before, after) = shape.split_at(axis.min(shape.len()));
+    (product(before), product(after.get(1..).unwrap_or(&[])))
+}
+
+/// The spec's "valid dimension" (1 ..= i32::MAX) for every item of a shape argument.
+pub fn check_valid_dimensions(what: &str, shape: &[u32]) -> Result<()> {
+    match shape.iter().find(|&&d| d == 0 || d > i32::MAX as u32) {
+        Some(d) => Err(Error::Type(format!("{what} {shape:?} has the invalid dimension {d}"))),
+        None => Ok(()),
+    }
+}
