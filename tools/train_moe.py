@@ -363,7 +363,8 @@ def train(model, train_data, val_data, args, device, amp_dtype):
             tr = run_loss / max(run_n, 1)
             print(f"step {step:6d}  train {tr:.4f}  aux {run_aux / max(run_n, 1):.3f}  val {val:.4f}  "
                   f"({val / math.log(2):.3f} bits/byte)  lr {opt.param_groups[0]['lr']:.2e}  "
-                  f"{elapsed:6.1f}s", flush=True)
+                  f"{elapsed:6.1f}s  {step * args.batch * args.seq / max(elapsed, 1e-9) / 1e3:.0f}k tok/s",
+                  flush=True)
             run_loss = run_aux = 0.0
             run_n = 0
             if val < best_val:  # keep the best weights: the corpus is small enough to overfit
