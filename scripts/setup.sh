@@ -18,7 +18,7 @@ rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup targe
 # wasm-bindgen-cli must match the wasm-bindgen crate in Cargo.lock exactly.
 wb_version=$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"/\1/p')
 if ! command -v wasm-bindgen >/dev/null || [ "$(wasm-bindgen --version | cut -d' ' -f2)" != "$wb_version" ]; then
-  cargo install -q wasm-bindgen-cli --version "$wb_version" --locked
+  cargo install -q wasm-bindgen-cli --version "$wb_version"
 fi
 
 [ -d node_modules ] || [ ! -f package-lock.json ] || npm ci --no-audit --no-fund
