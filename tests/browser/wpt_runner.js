@@ -64,12 +64,12 @@ function typedArray(descriptor, data) {
   const Ctor = ARRAY[descriptor.dataType];
   if (!Ctor) throw new Error(`no typed array for ${descriptor.dataType}`);
   const count = elementCount(descriptor.shape);
-  const values = Array.isArray(data) ? data.map(number) : new Array(count).fill(number(data));
   const conv = is64(descriptor.dataType)
     ? (v) => (typeof v === 'bigint' ? v : BigInt(Math.trunc(v)))
     : (v) => (typeof v === 'bigint' ? Number(v) : v);
+  if (!Array.isArray(data)) return new Ctor(count).fill(conv(number(data)));
   const out = new Ctor(count);
-  for (let i = 0; i < count; i++) out[i] = conv(values[i]);
+  for (let i = 0; i < count; i++) out[i] = conv(number(data[i]));
   return out;
 }
 
