@@ -6,8 +6,8 @@
 //! float16 alike. Two kernels:
 //! - tiled: 64x64 output tile per workgroup of 256 invocations, each computing a 4x4 block from
 //!   16-deep tiles of A and B staged in workgroup memory;
-//! - direct: one invocation per output word looping over K, for small M or N (M = 1 decoding),
-//!   where a 64x64 tile would mostly compute padding.
+//! - direct: for small M or N (M = 1 decoding), where a 64x64 tile would mostly compute padding:
+//!   each output word is summed by 8 invocations over interleaved slices of K.
 
 use crate::error::{Error, Result};
 use crate::graph::operand::{broadcast_shapes, is_unidirectionally_broadcastable, MAX_RANK};
@@ -15,7 +15,7 @@ use crate::graph::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{coords, round_to, HostTensor};
 use crate::ops::wgsl::{
-    binding, broadcast_offset_fn, coords_fn, literal, load_fn, BufRef, ElementwiseKernel, Launch, LowerContext,
+    binding, broadcast_offset_fn, coords_fn, elements_per_word, literal, load_fn, BufRef, ElementwiseKernel, Launch, LowerContext,
     Lowering, F16_HELPERS,
 };
 
@@ -149,6 +149,9 @@ struct Product<'a> {
 
 /// Outputs with fewer rows or columns than this use the direct kernel.
 const DIRECT_BELOW: u32 = 16;
+/// The direct kernel's output words per workgroup and the k-slices each word is split into.
+const DIRECT_WORDS: u64 = 32;
+const DIRECT_SLICES: u32 = 8;
 const TILE: u32 = 64;
 
 impl Product<'_> {
@@ -209,17 +212,77 @@ impl Product<'_> {
         Ok(Lowering::single(self.tiled(self.data_type, BufRef::Output(0))?))
     }
 
+    /// Bindings (inputs, then `out` of `out_type`) and the shared helpers.
+    fn prologue(&self, out_type: DataType) -> Result<String> {
+        let mut src = String::from(F16_HELPERS);
+        let names = self.input_names();
+        for (index, (name, d)) in names.iter().enumerate() {
+            src += &binding(index, name, d.data_type, false);
+            src += &load_fn(name, d.data_type)?;
+        }
+        src += &binding(names.len(), "out", out_type, true);
+        src += &self.helpers();
+        Ok(src)
+    }
+
+    fn reads(&self) -> Vec<BufRef> {
+        (0..2 + self.c.is_some() as usize).map(BufRef::Input).collect()
+    }
+
+    /// One workgroup per 32 output words, the 8 groups of 32 invocations each summing every
+    /// 8th k (so M = 1 still spreads over many invocations, and neighbouring invocations read
+    /// neighbouring columns of B), then adding the 8 partial sums. Each word is written whole.
     fn direct(&self) -> Result<Launch> {
         let (m, n, k) = (self.m, self.n, self.k);
         let [sam, sak] = self.a_strides;
         let [sbk, sbn] = self.b_strides;
-        let body = format!(
-            "    let n = i % {n}u;\n    let t = i / {n}u;\n    let m = t % {m}u;\n    let batch = t / {m}u;\n\
-             \x20   let ab = a_base(batch) + m * {sam}u;\n    let bb = b_base(batch) + n * {sbn}u;\n\
-             \x20   var acc = 0.0;\n    for (var k = 0u; k < {k}u; k++) {{\n        acc = acc + load_a(ab + k * {sak}u) * load_b(bb + k * {sbk}u);\n    }}\n\
-             \x20   return finish(acc, m, n);"
+        let count = self.out.element_count();
+        let per_word = elements_per_word(self.data_type);
+        let words = count.div_ceil(per_word);
+        let groups = words.div_ceil(DIRECT_WORDS);
+        let store = if per_word == 1 {
+            "        let c0 = coords_out(t);\n        out[t] = finish(total.x, c0.y, c0.z);".to_string()
+        } else {
+            format!(
+                "        let c0 = coords_out(t * 2u);\n        var word = f32_to_f16(finish(total.x, c0.y, c0.z));\n\
+                 \x20       if (t * 2u + 1u < {count}u) {{\n            let c1 = coords_out(t * 2u + 1u);\n            word = word | (f32_to_f16(finish(total.y, c1.y, c1.z)) << 16u);\n        }}\n\
+                 \x20       out[t] = word;"
+            )
+        };
+        let mut src = self.prologue(self.data_type)?;
+        src += &format!(
+            r#"fn coords_out(i: u32) -> vec3<u32> {{ let r = i / {n}u; return vec3<u32>(r / {m}u, r % {m}u, i % {n}u); }}
+var<workgroup> partial: array<vec2<f32>, 256>;
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let g = wid.x + wid.y * nwg.x;
+    if (g >= {groups}u) {{ return; }}
+    let w = lid % {DIRECT_WORDS}u;
+    let slice = lid / {DIRECT_WORDS}u;
+    let t = g * {DIRECT_WORDS}u + w;
+    var acc = vec2<f32>(0.0);
+    for (var e = 0u; e < {per_word}u; e++) {{
+        let i = t * {per_word}u + e;
+        if (i < {count}u) {{
+            let c = coords_out(i);
+            let ab = a_base(c.x) + c.y * {sam}u;
+            let bb = b_base(c.x) + c.z * {sbn}u;
+            var s = 0.0;
+            for (var kk = slice; kk < {k}u; kk += {DIRECT_SLICES}u) {{ s = s + load_a(ab + kk * {sak}u) * load_b(bb + kk * {sbk}u); }}
+            acc[e] = s;
+        }}
+    }}
+    partial[lid] = acc;
+    workgroupBarrier();
+    if (slice == 0u && t < {words}u) {{
+        var total = partial[w];
+        for (var j = 1u; j < {DIRECT_SLICES}u; j++) {{ total = total + partial[j * {DIRECT_WORDS}u + w]; }}
+{store}
+    }}
+}}
+"#
         );
-        ElementwiseKernel { inputs: self.input_names(), output: self.out, helpers: self.helpers(), body }.build()
+        Ok(Launch { source: src, reads: self.reads(), writes: vec![BufRef::Output(0)], invocations: groups * 256, workgroup_size: 256 })
     }
 
     /// The tiled kernel writing `out_type` values to `target`.
@@ -233,14 +296,7 @@ impl Product<'_> {
         if groups > u32::MAX as u64 {
             return Err(Error::Operation(format!("matmul: {groups} workgroups do not fit a 32-bit index")));
         }
-        let mut src = String::from(F16_HELPERS);
-        let names = self.input_names();
-        for (index, (name, d)) in names.iter().enumerate() {
-            src += &binding(index, name, d.data_type, false);
-            src += &load_fn(name, d.data_type)?;
-        }
-        src += &binding(names.len(), "out", out_type, true);
-        src += &self.helpers();
+        let mut src = self.prologue(out_type)?;
         // Tile loads: consecutive invocations read consecutive addresses of the operand, so the
         // fast tile axis is the one with stride 1 in memory.
         let (a_k, a_m) = if sak == 1 { ("e % 16u", "e / 16u") } else { ("e / 64u", "e % 64u") };
@@ -311,11 +367,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 "#,
             mn = m as u64 * n as u64,
         );
-        let mut reads = vec![BufRef::Input(0), BufRef::Input(1)];
-        if self.c.is_some() {
-            reads.push(BufRef::Input(2));
-        }
-        Ok(Launch { source: src, reads, writes: vec![target], invocations: groups * 256, workgroup_size: 256 })
+        Ok(Launch { source: src, reads: self.reads(), writes: vec![target], invocations: groups * 256, workgroup_size: 256 })
     }
 }
 
