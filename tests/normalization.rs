@@ -35,7 +35,9 @@ fn layer_normalization_against_reference() {
                 None => (1..shape.len() as u32).collect(),
             };
             let param: Vec<u32> = axes_list.iter().map(|&a| shape[a as usize]).collect();
-            for (has_scale, has_bias) in [(false, false), (true, false), (false, true), (true, true)] {
+            for (has_scale, has_bias) in
+                [(false, false), (true, false), (false, true), (true, true)]
+            {
                 let mut inputs = vec![rng.tensor(data_type, shape, -3.0, 5.0)];
                 if has_scale {
                     inputs.push(rng.tensor(data_type, &param, -2.0, 2.0));
@@ -50,7 +52,11 @@ fn layer_normalization_against_reference() {
                     has_bias,
                 };
                 // WPT's absolute tolerance: 1/1024 (float32) or 1/512 (float16).
-                let abs = if data_type == DataType::Float16 { 1.0 / 512.0 } else { 1.0 / 1024.0 };
+                let abs = if data_type == DataType::Float16 {
+                    1.0 / 512.0
+                } else {
+                    1.0 / 1024.0
+                };
                 check_op(&ctx, &Op::LayerNormalization(options), &inputs, 2, abs);
             }
         }
@@ -68,17 +74,48 @@ fn layer_normalization_validation() {
             ..Default::default()
         })
     };
-    let err = |op: &Op, inputs: &[&OperandDescriptor]| matches!(ops::validate(op, inputs), Err(Error::Type(_)));
-    assert!(ops::validate(&op(None, true, true), &[&f(&[2, 3, 4]), &f(&[3, 4]), &f(&[3, 4])]).is_ok());
-    assert!(ops::validate(&op(Some(&[2, 0]), true, false), &[&f(&[2, 3, 4]), &f(&[4, 2])]).is_ok());
+    let err = |op: &Op, inputs: &[&OperandDescriptor]| {
+        matches!(ops::validate(op, inputs), Err(Error::Type(_)))
+    };
+    assert!(ops::validate(
+        &op(None, true, true),
+        &[&f(&[2, 3, 4]), &f(&[3, 4]), &f(&[3, 4])]
+    )
+    .is_ok());
+    assert!(ops::validate(
+        &op(Some(&[2, 0]), true, false),
+        &[&f(&[2, 3, 4]), &f(&[4, 2])]
+    )
+    .is_ok());
     assert!(ops::validate(&op(None, true, false), &[&f(&[]), &f(&[])]).is_ok());
-    assert!(err(&op(Some(&[2, 0]), true, false), &[&f(&[2, 3, 4]), &f(&[2, 4])]), "scale in axes order");
-    assert!(err(&op(None, true, false), &[&f(&[2, 3, 4]), &f(&[12])]), "scale rank");
-    assert!(err(&op(None, false, true), &[&f(&[2, 3, 4]), &f(&[3, 5])]), "bias shape");
-    assert!(err(&op(Some(&[3]), false, false), &[&f(&[2, 3, 4])]), "axis out of range");
-    assert!(err(&op(Some(&[1, 1]), false, false), &[&f(&[2, 3, 4])]), "duplicate axes");
+    assert!(
+        err(
+            &op(Some(&[2, 0]), true, false),
+            &[&f(&[2, 3, 4]), &f(&[2, 4])]
+        ),
+        "scale in axes order"
+    );
+    assert!(
+        err(&op(None, true, false), &[&f(&[2, 3, 4]), &f(&[12])]),
+        "scale rank"
+    );
+    assert!(
+        err(&op(None, false, true), &[&f(&[2, 3, 4]), &f(&[3, 5])]),
+        "bias shape"
+    );
+    assert!(
+        err(&op(Some(&[3]), false, false), &[&f(&[2, 3, 4])]),
+        "axis out of range"
+    );
+    assert!(
+        err(&op(Some(&[1, 1]), false, false), &[&f(&[2, 3, 4])]),
+        "duplicate axes"
+    );
     let h = OperandDescriptor::new(DataType::Float16, vec![3, 4]);
-    assert!(err(&op(None, true, false), &[&f(&[2, 3, 4]), &h]), "scale type");
+    assert!(
+        err(&op(None, true, false), &[&f(&[2, 3, 4]), &h]),
+        "scale type"
+    );
     let i = OperandDescriptor::new(DataType::Int32, vec![2, 3]);
     assert!(err(&op(None, false, false), &[&i]), "int32 input");
 }

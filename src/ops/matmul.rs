@@ -15,8 +15,8 @@ use crate::graph::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{coords, round_to, HostTensor};
 use crate::ops::wgsl::{
-    binding, broadcast_offset_fn, coords_fn, elements_per_word, literal, load_fn, BufRef, ElementwiseKernel, Launch, LowerContext,
-    Lowering, F16_HELPERS,
+    binding, broadcast_offset_fn, coords_fn, elements_per_word, literal, load_fn, BufRef, ElementwiseKernel, Launch,
+    LowerContext, Lowering, F16_HELPERS,
 };
 
 /// `MLGemmOptions`; `c` is passed as a third input when `has_c`.
@@ -282,7 +282,13 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 }}
 "#
         );
-        Ok(Launch { source: src, reads: self.reads(), writes: vec![BufRef::Output(0)], invocations: groups * 256, workgroup_size: 256 })
+        Ok(Launch {
+            source: src,
+            reads: self.reads(),
+            writes: vec![BufRef::Output(0)],
+            invocations: groups * 256,
+            workgroup_size: 256,
+        })
     }
 
     /// The tiled kernel writing `out_type` values to `target`.
@@ -367,7 +373,13 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 "#,
             mn = m as u64 * n as u64,
         );
-        Ok(Launch { source: src, reads: self.reads(), writes: vec![target], invocations: groups * 256, workgroup_size: 256 })
+        Ok(Launch {
+            source: src,
+            reads: self.reads(),
+            writes: vec![target],
+            invocations: groups * 256,
+            workgroup_size: 256,
+        })
     }
 }
 
@@ -454,7 +466,11 @@ pub fn reference_matmul(inputs: &[HostTensor], outputs: &[OperandDescriptor]) ->
 }
 
 /// `alpha * A' * B' + beta * C` with A', B' optionally transposed and C broadcast to [M, N].
-pub fn reference_gemm(o: &GemmOptions, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+pub fn reference_gemm(
+    o: &GemmOptions,
+    inputs: &[HostTensor],
+    outputs: &[OperandDescriptor],
+) -> Result<Vec<HostTensor>> {
     let (a, b, out) = (&inputs[0], &inputs[1], &outputs[0]);
     let t = out.data_type;
     let (alpha, beta) = (round_to(o.alpha, t), round_to(o.beta, t));

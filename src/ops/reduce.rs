@@ -201,9 +201,7 @@ impl RowReduction<'_> {
                 "fn map{k}(x: {vt}, s1: {vt}) -> {vt} {{ let count = {count}; return {}; }}\n\
                  fn combine{k}(a: {vt}, b: {vt}) -> {vt} {{ return {}; }}\n\
                  fn finish{k}(acc: {vt}, s1: {vt}) -> {vt} {{ let count = {count}; return {}; }}\n",
-                s.map,
-                s.combine,
-                s.finish
+                s.map, s.combine, s.finish
             )
         };
         src += &stat_fns(1, &self.first);
@@ -277,15 +275,18 @@ fn reduce_stats(op: ReduceOp, data_type: DataType) -> Result<(Stat, Option<Stat>
         // log(sum(exp(x))) = max + log(sum(exp(x - max))); an infinite max is the result itself.
         ReduceOp::LogSumExp => (
             Stat { init: lowest.clone(), map: "x".into(), combine: "max(a, b)".into(), finish: "acc".into() },
-            Some(Stat::sum(
-                "exp(x - s1)",
-                &format!("select(s1 + log(acc), s1, s1 == {lowest} || s1 == {highest})"),
-            )),
+            Some(Stat::sum("exp(x - s1)", &format!("select(s1 + log(acc), s1, s1 == {lowest} || s1 == {highest})"))),
         ),
-        ReduceOp::Max => (Stat { init: lowest, map: "x".into(), combine: "max(a, b)".into(), finish: "acc".into() }, None),
-        ReduceOp::Min => (Stat { init: highest, map: "x".into(), combine: "min(a, b)".into(), finish: "acc".into() }, None),
+        ReduceOp::Max => {
+            (Stat { init: lowest, map: "x".into(), combine: "max(a, b)".into(), finish: "acc".into() }, None)
+        }
+        ReduceOp::Min => {
+            (Stat { init: highest, map: "x".into(), combine: "min(a, b)".into(), finish: "acc".into() }, None)
+        }
         ReduceOp::Mean => (Stat::sum("x", "acc / count"), None),
-        ReduceOp::Product => (Stat { init: "1".into(), map: "x".into(), combine: "a * b".into(), finish: "acc".into() }, None),
+        ReduceOp::Product => {
+            (Stat { init: "1".into(), map: "x".into(), combine: "a * b".into(), finish: "acc".into() }, None)
+        }
         ReduceOp::Sum => (Stat::sum("x", "acc"), None),
         ReduceOp::SumSquare => (Stat::sum("x * x", "acc"), None),
     })
@@ -333,7 +334,12 @@ pub fn lower(op: ReduceOp, o: &ReduceOptions, cx: &LowerContext) -> Result<Lower
 }
 
 /// Each output element reduces the input elements whose kept coordinates are its own.
-pub fn reference(op: ReduceOp, o: &ReduceOptions, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+pub fn reference(
+    op: ReduceOp,
+    o: &ReduceOptions,
+    inputs: &[HostTensor],
+    outputs: &[OperandDescriptor],
+) -> Result<Vec<HostTensor>> {
     let input = &inputs[0];
     let out = &outputs[0];
     let shape = input.shape();

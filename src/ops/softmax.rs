@@ -42,7 +42,12 @@ pub fn lower(axis: u32, cx: &LowerContext) -> Result<Lowering> {
             combine: "max(a, b)".into(),
             finish: "acc".into(),
         },
-        second: Some(Stat { init: "0".into(), map: "exp(x - s1)".into(), combine: "a + b".into(), finish: "acc".into() }),
+        second: Some(Stat {
+            init: "0".into(),
+            map: "exp(x - s1)".into(),
+            combine: "a + b".into(),
+            finish: "acc".into(),
+        }),
         out_type: DataType::Float32,
         target: BufRef::Scratch(0),
         store: "        out[row * 2u] = s1;\n        out[row * 2u + 1u] = s2;".into(),
@@ -55,9 +60,13 @@ pub fn lower(axis: u32, cx: &LowerContext) -> Result<Lowering> {
         "    let row = (i / {}u) * {inner}u + i % {inner}u;\n    let m = load_stats(row * 2u);\n    return exp(load_input(i) - m) / load_stats(row * 2u + 1u);",
         size * inner
     );
-    let mut apply =
-        ElementwiseKernel { inputs: vec![("input", input), ("stats", &stats)], output: out, helpers: String::new(), body }
-            .build()?;
+    let mut apply = ElementwiseKernel {
+        inputs: vec![("input", input), ("stats", &stats)],
+        output: out,
+        helpers: String::new(),
+        body,
+    }
+    .build()?;
     apply.reads = vec![BufRef::Input(0), BufRef::Scratch(0)];
     Ok(Lowering::Kernels { scratch: vec![buffer_size(&stats)], launches: vec![reduction.build()?, apply] })
 }
