@@ -87,10 +87,7 @@ pub fn validate_batch_normalization(
     inputs: &[&OperandDescriptor],
 ) -> Result<Vec<OperandDescriptor>> {
     let input = inputs[0];
-    let l = limits::of("batchNormalization")?;
-    if !l.operands[0].data_types.contains(&input.data_type) {
-        limits::check(&l.operands[0], input)?;
-    }
+    limits::check(&limits::of("batchNormalization")?.operands[0], input)?;
     let axis = o.axis as usize;
     if axis >= input.rank() {
         return Err(Error::Type(format!("axis {axis} is out of range for input of rank {}", input.rank())));
@@ -171,13 +168,10 @@ pub fn lower_batch_normalization(o: &BatchNormalizationOptions, cx: &LowerContex
 /// Element strides of the `n, c` axes and of a spatial position, and the spatial size, of a
 /// 4-D tensor in `layout`.
 fn instance_strides(shape: &[u32], layout: InputLayout) -> (u64, u64, u64, u64) {
-    let (n, spatial) = match layout {
-        InputLayout::Nchw => (shape[1] as u64 * shape[2] as u64 * shape[3] as u64, shape[2] as u64 * shape[3] as u64),
-        InputLayout::Nhwc => (shape[1] as u64 * shape[2] as u64 * shape[3] as u64, shape[1] as u64 * shape[2] as u64),
-    };
+    let [_, a, b, c] = [shape[0], shape[1], shape[2], shape[3]].map(|d| d as u64);
     match layout {
-        InputLayout::Nchw => (n, spatial, 1, spatial),
-        InputLayout::Nhwc => (n, 1, shape[3] as u64, spatial),
+        InputLayout::Nchw => (a * b * c, b * c, 1, b * c),
+        InputLayout::Nhwc => (a * b * c, 1, c, a * b),
     }
 }
 

@@ -223,15 +223,13 @@ pub fn lower(kind: PoolKind, o: &Pool2dOptions, cx: &LowerContext) -> Result<Low
     let (pt, pl) = (g.padding[0], g.padding[2]);
     let (init, accumulate, finish) = match kind {
         PoolKind::Average => (
-            "var acc = 0.0;\n    var count = 0.0;",
+            "var acc = 0.0;\n    var count = 0.0;".to_string(),
             "acc += x; count += 1.0;",
             "select(acc / count, 0.0, count == 0.0)",
         ),
-        PoolKind::L2 => ("var acc = 0.0;", "acc += x * x;", "sqrt(acc)"),
-        PoolKind::Max => ("", "acc = max(acc, x);", "acc"),
+        PoolKind::L2 => ("var acc = 0.0;".to_string(), "acc += x * x;", "sqrt(acc)"),
+        PoolKind::Max => (format!("var acc = {};", literal(lowest(data_type), vt)), "acc = max(acc, x);", "acc"),
     };
-    let init =
-        if kind == PoolKind::Max { format!("var acc = {};", literal(lowest(data_type), vt)) } else { init.to_string() };
     let body = format!(
         "    let n = (i / {osn}u) % {}u;
     let c = (i / {osc}u) % {}u;
