@@ -376,3 +376,32 @@ fn limits_list_conv_operands() {
         assert_eq!(l.operands[0].data_types, [DataType::Float32, DataType::Float16]);
     }
 }
+
+/// Shapes spanning many workgroups, in float32 and float16.
+#[test]
+fn larger_shapes() {
+    let ctx = context();
+    let mut rng = Rng::new(15);
+    for data_type in [DataType::Float32, DataType::Float16] {
+        let input = rng.tensor(data_type, &[2, 24, 20, 8], -1.0, 1.0);
+        let filter = rng.tensor(data_type, &[3, 3, 8, 12], -1.0, 1.0);
+        let options = Conv2dOptions {
+            input_layout: InputLayout::Nhwc,
+            filter_layout: Conv2dFilterLayout::Hwio,
+            padding: Some(vec![1, 1, 1, 1]),
+            ..Conv2dOptions::new()
+        };
+        let (ulp, abs) = tolerance(data_type, 72);
+        check_op(&ctx, &Op::Conv2d(options), &[input.clone(), filter], ulp, abs);
+        let filter = rng.tensor(data_type, &[6, 3, 3, 8], -1.0, 1.0);
+        let options = ConvTranspose2dOptions {
+            input_layout: InputLayout::Nhwc,
+            filter_layout: ConvTranspose2dFilterLayout::Ohwi,
+            strides: Some(vec![2, 2]),
+            groups: 2,
+            ..ConvTranspose2dOptions::new()
+        };
+        let (ulp, abs) = tolerance(data_type, 36);
+        check_op(&ctx, &Op::ConvTranspose2d(options), &[input, filter], ulp, abs);
+    }
+}
