@@ -105,7 +105,7 @@ impl ConvTranspose2dFilterLayout {
 
 /// `MLConv2dOptions`; absent lists are `None` (the spec's "does not exist"). `bias` follows
 /// `input` and `filter` when present.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Conv2dOptions {
     pub padding: Option<Vec<u32>>,
     pub strides: Option<Vec<u32>>,
@@ -116,15 +116,23 @@ pub struct Conv2dOptions {
     pub has_bias: bool,
 }
 
-impl Conv2dOptions {
-    /// The spec's defaults (`groups` 1).
-    pub fn new() -> Conv2dOptions {
-        Conv2dOptions { groups: 1, ..Default::default() }
+/// The spec's defaults.
+impl Default for Conv2dOptions {
+    fn default() -> Self {
+        Conv2dOptions {
+            padding: None,
+            strides: None,
+            dilations: None,
+            groups: 1,
+            input_layout: InputLayout::Nchw,
+            filter_layout: Conv2dFilterLayout::Oihw,
+            has_bias: false,
+        }
     }
 }
 
 /// `MLConvTranspose2dOptions`; `bias` follows `input` and `filter` when present.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConvTranspose2dOptions {
     pub padding: Option<Vec<u32>>,
     pub strides: Option<Vec<u32>>,
@@ -137,10 +145,20 @@ pub struct ConvTranspose2dOptions {
     pub has_bias: bool,
 }
 
-impl ConvTranspose2dOptions {
-    /// The spec's defaults (`groups` 1).
-    pub fn new() -> ConvTranspose2dOptions {
-        ConvTranspose2dOptions { groups: 1, ..Default::default() }
+/// The spec's defaults.
+impl Default for ConvTranspose2dOptions {
+    fn default() -> Self {
+        ConvTranspose2dOptions {
+            padding: None,
+            strides: None,
+            dilations: None,
+            output_padding: None,
+            output_sizes: None,
+            groups: 1,
+            input_layout: InputLayout::Nchw,
+            filter_layout: ConvTranspose2dFilterLayout::Iohw,
+            has_bias: false,
+        }
     }
 }
 
