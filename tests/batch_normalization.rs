@@ -190,3 +190,25 @@ fn instance_normalization_validation() {
         assert!(type_error(Op::InstanceNormalization(options), &inputs), "{what}");
     }
 }
+
+/// Shapes spanning many workgroups (and, for instanceNormalization, many statistics).
+#[test]
+fn larger_shapes() {
+    let ctx = context();
+    let mut rng = Rng::new(34);
+    for data_type in [DataType::Float32, DataType::Float16] {
+        let input = rng.tensor(data_type, &[3, 40, 12, 10], -3.0, 3.0);
+        let channels = |axis: usize| [3, 40, 12, 10][axis];
+        let options = BatchNormalizationOptions { axis: 2, ..Default::default() };
+        let mean = rng.tensor(data_type, &[channels(2)], -1.0, 1.0);
+        let variance = rng.tensor(data_type, &[channels(2)], 0.1, 2.0);
+        let (ulp, abs) = tolerance(data_type);
+        check_op(&ctx, &Op::BatchNormalization(options), &[input.clone(), mean, variance], ulp, abs);
+        for layout in [InputLayout::Nchw, InputLayout::Nhwc] {
+            let options = InstanceNormalizationOptions { layout, has_scale: true, ..Default::default() };
+            let scale = rng.tensor(data_type, &[channels(layout.channel_axis())], -2.0, 2.0);
+            let (ulp, abs) = if data_type == DataType::Float16 { (4, 4e-3) } else { (64, 2e-5) };
+            check_op(&ctx, &Op::InstanceNormalization(options), &[input.clone(), scale], ulp, abs);
+        }
+    }
+}

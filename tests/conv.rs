@@ -147,7 +147,7 @@ fn conv_transpose2d_reference_is_the_adjoint_of_conv2d() {
             dilations: case.options.dilations.clone(),
             output_sizes: Some(case.input.shape()[2..].to_vec()),
             groups: case.options.groups,
-            ..ConvTranspose2dOptions::new()
+            ..ConvTranspose2dOptions::default()
         };
         let back = reference_op(&Op::ConvTranspose2d(transpose), &[y.clone(), case.filter.clone()]).unwrap().remove(0);
         let (lhs, rhs) = (dot(&conv, &y), dot(&case.input, &back));
@@ -187,7 +187,7 @@ fn conv_transpose2d_matches_reference() {
                 groups,
                 input_layout: INPUT_LAYOUTS[rng.below(2) as usize],
                 filter_layout: TRANSPOSE_FILTER_LAYOUTS[rng.below(3) as usize],
-                ..ConvTranspose2dOptions::new()
+                ..ConvTranspose2dOptions::default()
             };
             match rng.below(3) {
                 0 => options.output_padding = Some(vec![rng.below(strides[0]), rng.below(strides[1])]),
@@ -224,15 +224,17 @@ fn small_cases_by_hand() {
         HostTensor::new(OperandDescriptor::new(DataType::Float32, vec![1, 1, 3, 3]), (1..=9).map(f64::from).collect())
             .unwrap();
     let ones = HostTensor::new(OperandDescriptor::new(DataType::Float32, vec![1, 1, 2, 2]), vec![1.0; 4]).unwrap();
-    let out = run_op(&ctx, &Op::Conv2d(Conv2dOptions::new()), &[input.clone(), ones.clone()], &[false, true]).unwrap();
+    let out =
+        run_op(&ctx, &Op::Conv2d(Conv2dOptions::default()), &[input.clone(), ones.clone()], &[false, true]).unwrap();
     assert_eq!(out[0].data, vec![12.0, 16.0, 24.0, 28.0]);
-    let padded = Conv2dOptions { padding: Some(vec![1, 1, 1, 1]), strides: Some(vec![2, 2]), ..Conv2dOptions::new() };
+    let padded =
+        Conv2dOptions { padding: Some(vec![1, 1, 1, 1]), strides: Some(vec![2, 2]), ..Conv2dOptions::default() };
     let out = run_op(&ctx, &Op::Conv2d(padded), &[input.clone(), ones.clone()], &[false, true]).unwrap();
     assert_eq!(out[0].data, vec![1.0, 5.0, 11.0, 28.0]);
     let small =
         HostTensor::new(OperandDescriptor::new(DataType::Float32, vec![1, 1, 2, 2]), vec![1.0, 2.0, 3.0, 4.0]).unwrap();
     let out =
-        run_op(&ctx, &Op::ConvTranspose2d(ConvTranspose2dOptions::new()), &[small, ones], &[false, true]).unwrap();
+        run_op(&ctx, &Op::ConvTranspose2d(ConvTranspose2dOptions::default()), &[small, ones], &[false, true]).unwrap();
     assert_eq!(out[0].data, vec![1.0, 3.0, 2.0, 4.0, 10.0, 6.0, 3.0, 7.0, 4.0]);
 }
 
@@ -248,7 +250,7 @@ fn type_error(op: Op, inputs: &[OperandDescriptor]) -> bool {
 #[test]
 fn conv2d_validation() {
     let (input, filter) = (desc(&[1, 4, 5, 5]), desc(&[6, 2, 3, 3]));
-    let ok = Conv2dOptions { groups: 2, ..Conv2dOptions::new() };
+    let ok = Conv2dOptions { groups: 2, ..Conv2dOptions::default() };
     let refs = [&input, &filter];
     assert_eq!(ops::validate(&Op::Conv2d(ok.clone()), &refs).unwrap()[0].shape, vec![1, 6, 3, 3]);
     let with = |f: &dyn Fn(&mut Conv2dOptions)| {
@@ -300,7 +302,7 @@ fn conv2d_validation() {
         filter_layout: Conv2dFilterLayout::Hwio,
         padding: Some(vec![1, 1, 0, 0]),
         strides: Some(vec![2, 1]),
-        ..Conv2dOptions::new()
+        ..Conv2dOptions::default()
     };
     let out = ops::validate(&Op::Conv2d(nhwc_hwio), &[&desc(&[2, 7, 5, 3]), &desc(&[3, 3, 3, 8])]).unwrap();
     assert_eq!(out[0].shape, vec![2, 4, 3, 8]);
@@ -311,7 +313,7 @@ fn conv2d_validation() {
 #[test]
 fn conv_transpose2d_validation() {
     let (input, filter) = (desc(&[1, 4, 3, 3]), desc(&[4, 3, 3, 3]));
-    let ok = ConvTranspose2dOptions { groups: 2, strides: Some(vec![2, 2]), ..ConvTranspose2dOptions::new() };
+    let ok = ConvTranspose2dOptions { groups: 2, strides: Some(vec![2, 2]), ..ConvTranspose2dOptions::default() };
     assert_eq!(ops::validate(&Op::ConvTranspose2d(ok.clone()), &[&input, &filter]).unwrap()[0].shape, vec![1, 6, 7, 7]);
     let with = |f: &dyn Fn(&mut ConvTranspose2dOptions)| {
         let mut o = ok.clone();
@@ -374,5 +376,34 @@ fn limits_list_conv_operands() {
         let names: Vec<&str> = l.operands.iter().map(|t| t.name).collect();
         assert_eq!(names, ["input", "filter", "bias", "output"]);
         assert_eq!(l.operands[0].data_types, [DataType::Float32, DataType::Float16]);
+    }
+}
+
+/// Shapes spanning many workgroups, in float32 and float16.
+#[test]
+fn larger_shapes() {
+    let ctx = context();
+    let mut rng = Rng::new(15);
+    for data_type in [DataType::Float32, DataType::Float16] {
+        let input = rng.tensor(data_type, &[2, 24, 20, 8], -1.0, 1.0);
+        let filter = rng.tensor(data_type, &[3, 3, 8, 12], -1.0, 1.0);
+        let options = Conv2dOptions {
+            input_layout: InputLayout::Nhwc,
+            filter_layout: Conv2dFilterLayout::Hwio,
+            padding: Some(vec![1, 1, 1, 1]),
+            ..Conv2dOptions::default()
+        };
+        let (ulp, abs) = tolerance(data_type, 72);
+        check_op(&ctx, &Op::Conv2d(options), &[input.clone(), filter], ulp, abs);
+        let filter = rng.tensor(data_type, &[6, 3, 3, 8], -1.0, 1.0);
+        let options = ConvTranspose2dOptions {
+            input_layout: InputLayout::Nhwc,
+            filter_layout: ConvTranspose2dFilterLayout::Ohwi,
+            strides: Some(vec![2, 2]),
+            groups: 2,
+            ..ConvTranspose2dOptions::default()
+        };
+        let (ulp, abs) = tolerance(data_type, 36);
+        check_op(&ctx, &Op::ConvTranspose2d(options), &[input, filter], ulp, abs);
     }
 }

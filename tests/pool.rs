@@ -208,3 +208,24 @@ fn validation() {
     }
     assert!(ops::validate(&Op::Pool2d(PoolKind::Max, Pool2dOptions::default()), &[&int]).is_ok());
 }
+
+/// Shapes spanning many workgroups.
+#[test]
+fn larger_shapes() {
+    let ctx = context();
+    let mut rng = Rng::new(22);
+    for kind in PoolKind::ALL {
+        for data_type in [DataType::Float32, DataType::Float16] {
+            let input = rng.tensor(data_type, &[2, 6, 31, 29], -4.0, 4.0);
+            let options = Pool2dOptions {
+                window_dimensions: Some(vec![3, 3]),
+                padding: Some(vec![1, 1, 1, 1]),
+                strides: Some(vec![2, 2]),
+                output_shape_rounding: RoundingType::Ceil,
+                ..Default::default()
+            };
+            let (ulp, abs) = if data_type == DataType::Float16 { (2, 0.0) } else { (4, 1e-6) };
+            check_op(&ctx, &Op::Pool2d(kind, options), &[input], ulp, abs);
+        }
+    }
+}

@@ -105,7 +105,7 @@ impl ConvTranspose2dFilterLayout {
 
 /// `MLConv2dOptions`; absent lists are `None` (the spec's "does not exist"). `bias` follows
 /// `input` and `filter` when present.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Conv2dOptions {
     pub padding: Option<Vec<u32>>,
     pub strides: Option<Vec<u32>>,
@@ -116,15 +116,23 @@ pub struct Conv2dOptions {
     pub has_bias: bool,
 }
 
-impl Conv2dOptions {
-    /// The spec's defaults (`groups` 1).
-    pub fn new() -> Conv2dOptions {
-        Conv2dOptions { groups: 1, ..Default::default() }
+/// The spec's defaults.
+impl Default for Conv2dOptions {
+    fn default() -> Self {
+        Conv2dOptions {
+            padding: None,
+            strides: None,
+            dilations: None,
+            groups: 1,
+            input_layout: InputLayout::Nchw,
+            filter_layout: Conv2dFilterLayout::Oihw,
+            has_bias: false,
+        }
     }
 }
 
 /// `MLConvTranspose2dOptions`; `bias` follows `input` and `filter` when present.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConvTranspose2dOptions {
     pub padding: Option<Vec<u32>>,
     pub strides: Option<Vec<u32>>,
@@ -137,10 +145,20 @@ pub struct ConvTranspose2dOptions {
     pub has_bias: bool,
 }
 
-impl ConvTranspose2dOptions {
-    /// The spec's defaults (`groups` 1).
-    pub fn new() -> ConvTranspose2dOptions {
-        ConvTranspose2dOptions { groups: 1, ..Default::default() }
+/// The spec's defaults.
+impl Default for ConvTranspose2dOptions {
+    fn default() -> Self {
+        ConvTranspose2dOptions {
+            padding: None,
+            strides: None,
+            dilations: None,
+            output_padding: None,
+            output_sizes: None,
+            groups: 1,
+            input_layout: InputLayout::Nchw,
+            filter_layout: ConvTranspose2dFilterLayout::Iohw,
+            has_bias: false,
+        }
     }
 }
 
@@ -219,7 +237,7 @@ fn logical_dims(shape: &[u32], layout: &str, order: &str) -> [u32; 4] {
 }
 
 /// A list option of `len` items, or its default when absent.
-fn list_or(name: &str, list: &Option<Vec<u32>>, default: &[u32]) -> Result<Vec<u32>> {
+pub fn list_or(name: &str, list: &Option<Vec<u32>>, default: &[u32]) -> Result<Vec<u32>> {
     match list {
         None => Ok(default.to_vec()),
         Some(l) if l.len() == default.len() => Ok(l.clone()),
@@ -227,9 +245,9 @@ fn list_or(name: &str, list: &Option<Vec<u32>>, default: &[u32]) -> Result<Vec<u
     }
 }
 
-/// `strides` or `dilations`: two items, none 0.
-fn positive_pair(name: &str, list: &Option<Vec<u32>>) -> Result<[u32; 2]> {
-    let l = list_or(name, list, &[1, 1])?;
+/// A pair option such as `strides` or `dilations`: two items, none 0, or `default` when absent.
+pub fn positive_pair(name: &str, list: &Option<Vec<u32>>, default: [u32; 2]) -> Result<[u32; 2]> {
+    let l = list_or(name, list, &default)?;
     if l.contains(&0) {
         return Err(Error::Type(format!("{name} {l:?} must not contain 0")));
     }
@@ -237,7 +255,7 @@ fn positive_pair(name: &str, list: &Option<Vec<u32>>) -> Result<[u32; 2]> {
 }
 
 /// The spec's "valid dimension" of a computed size.
-fn valid_dimension(what: &str, size: i128) -> Result<u32> {
+pub fn valid_dimension(what: &str, size: i128) -> Result<u32> {
     if size >= 1 && size <= i32::MAX as i128 {
         Ok(size as u32)
     } else {
@@ -291,8 +309,8 @@ pub fn conv2d_geometry(o: &Conv2dOptions, inputs: &[&OperandDescriptor]) -> Resu
     check_operands("conv2d", inputs)?;
     let (input, filter) = (inputs[0], inputs[1]);
     let padding = list_or("padding", &o.padding, &[0, 0, 0, 0])?;
-    let strides = positive_pair("strides", &o.strides)?;
-    let dilations = positive_pair("dilations", &o.dilations)?;
+    let strides = positive_pair("strides", &o.strides, [1, 1])?;
+    let dilations = positive_pair("dilations", &o.dilations, [1, 1])?;
     if o.groups == 0 {
         return Err(Error::Type("groups must not be 0".into()));
     }
@@ -343,8 +361,8 @@ pub fn conv_transpose2d_geometry(o: &ConvTranspose2dOptions, inputs: &[&OperandD
     check_operands("convTranspose2d", inputs)?;
     let (input, filter) = (inputs[0], inputs[1]);
     let padding = list_or("padding", &o.padding, &[0, 0, 0, 0])?;
-    let strides = positive_pair("strides", &o.strides)?;
-    let dilations = positive_pair("dilations", &o.dilations)?;
+    let strides = positive_pair("strides", &o.strides, [1, 1])?;
+    let dilations = positive_pair("dilations", &o.dilations, [1, 1])?;
     let output_padding = list_or("outputPadding", &o.output_padding, &[0, 0])?;
     match &o.output_sizes {
         Some(sizes) if sizes.len() != 2 => {

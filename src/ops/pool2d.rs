@@ -8,7 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::{DataType, OperandDescriptor};
-use crate::ops::conv2d::{conv_output_size, InputLayout};
+use crate::ops::conv2d::{conv_output_size, list_or, positive_pair, valid_dimension, InputLayout};
 use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
 use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::wgsl::{literal, value_type, ElementwiseKernel, LowerContext, Lowering};
@@ -110,27 +110,6 @@ impl PoolGeometry {
     }
 }
 
-fn pair(name: &str, list: &Option<Vec<u32>>, default: [u32; 2]) -> Result<[u32; 2]> {
-    match list {
-        None => Ok(default),
-        Some(l) if l.len() == 2 => {
-            if l.contains(&0) {
-                return Err(Error::Type(format!("{name} {l:?} must not contain 0")));
-            }
-            Ok([l[0], l[1]])
-        }
-        Some(l) => Err(Error::Type(format!("{name} has {} items but must have 2", l.len()))),
-    }
-}
-
-fn valid_dimension(what: &str, size: i128) -> Result<u32> {
-    if size >= 1 && size <= i32::MAX as i128 {
-        Ok(size as u32)
-    } else {
-        Err(Error::Type(format!("the {what} {size} is not a valid dimension")))
-    }
-}
-
 /// The spec's "create a pooling operation" steps, up to the output shape.
 ///
 /// Two steps of the spec are not followed, as they contradict its own output-size check and
@@ -142,19 +121,15 @@ pub fn geometry(kind: PoolKind, o: &Pool2dOptions, input: &OperandDescriptor) ->
         InputLayout::Nchw => (input.shape[0], input.shape[1], input.shape[2], input.shape[3]),
         InputLayout::Nhwc => (input.shape[0], input.shape[3], input.shape[1], input.shape[2]),
     };
-    let window = pair("windowDimensions", &o.window_dimensions, [input_height, input_width])?;
-    let padding = match &o.padding {
-        None => [0; 4],
-        Some(p) if p.len() == 4 => [p[0], p[1], p[2], p[3]],
-        Some(p) => return Err(Error::Type(format!("padding has {} items but must have 4", p.len()))),
-    };
-    let strides = pair("strides", &o.strides, [1, 1])?;
+    let window = positive_pair("windowDimensions", &o.window_dimensions, [input_height, input_width])?;
+    let padding = list_or("padding", &o.padding, &[0; 4])?;
+    let strides = positive_pair("strides", &o.strides, [1, 1])?;
     if let Some(sizes) = &o.output_sizes {
         if sizes.len() != 2 {
             return Err(Error::Type(format!("outputSizes has {} items but must have 2", sizes.len())));
         }
     }
-    let dilations = pair("dilations", &o.dilations, [1, 1])?;
+    let dilations = positive_pair("dilations", &o.dilations, [1, 1])?;
     let (floor_h, ceil_h) = conv_output_size(input_height, window[0], padding[0], padding[1], strides[0], dilations[0]);
     let (floor_w, ceil_w) = conv_output_size(input_width, window[1], padding[2], padding[3], strides[1], dilations[1]);
     let (h, w) = match &o.output_sizes {
@@ -178,7 +153,7 @@ pub fn geometry(kind: PoolKind, o: &Pool2dOptions, input: &OperandDescriptor) ->
         input_size: [input_height, input_width],
         output_size: [valid_dimension("output height", h)?, valid_dimension("output width", w)?],
         window,
-        padding,
+        padding: [padding[0], padding[1], padding[2], padding[3]],
         strides,
         dilations,
         layout: o.layout,
