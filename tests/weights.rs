@@ -217,11 +217,11 @@ fn peak_host_memory_is_a_few_chunks_and_progress_reaches_the_total() {
     let mut calls = Vec::new();
     let (tensor, stats) = block_on(file.constant_tensor(&ctx, &source, "big", &options, &mut |a, b| calls.push((a, b)))).unwrap();
     let total = 2 * n as u64;
-    assert_eq!(stats.chunks, total / chunk);
+    // A chunk converted to float32 is the chunk size; as read, half of it.
+    assert_eq!(stats.chunks, total / (chunk / 2));
     assert_eq!(stats.bytes_read, total);
     assert_eq!(stats.bytes_written, 2 * total);
-    // One chunk read plus its float32 conversion (twice its size), whatever the tensor size.
-    assert_eq!(stats.peak_host_bytes, 3 * chunk, "{stats:?}");
+    assert_eq!(stats.peak_host_bytes, chunk + chunk / 2, "{stats:?}");
     assert!(stats.peak_host_bytes * 10 < total);
     assert_eq!(calls.len() as u64, stats.chunks);
     assert!(calls.windows(2).all(|w| w[0].0 < w[1].0));

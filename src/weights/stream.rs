@@ -22,7 +22,8 @@ pub struct LoadOptions {
     /// The WebNN type of bfloat16 and quantized tensors: float32 or float16. `None`: float32
     /// for bfloat16 (exact), float16 for quantized types when the context has `shader-f16`.
     pub float_type: Option<DataType>,
-    /// Bytes of the file read per chunk (rounded down to whole elements or blocks).
+    /// Bytes of the larger of a chunk as read and as converted (rounded down to whole elements
+    /// or blocks); the loader's host buffers hold at most twice this.
     pub chunk_bytes: u64,
     /// Chunks written to the queue before waiting for them to reach the GPU.
     pub max_chunks_in_flight: u32,
@@ -135,7 +136,10 @@ pub async fn stream_tensor<S: Source>(
     // Whole blocks, and a multiple of 4 elements so every write but the last is 4-byte aligned.
     let unit_elements = if block_elements % 4 == 0 { block_elements } else { 4 };
     let unit_bytes = unit_elements / block_elements * block_bytes;
-    let units_per_chunk = (options.chunk_bytes / unit_bytes).max(1);
+    // The larger of a chunk as read and as converted fits `chunk_bytes`, so the two host
+    // buffers hold at most twice that.
+    let unit_largest = unit_bytes.max(unit_elements * out_size);
+    let units_per_chunk = (options.chunk_bytes / unit_largest).max(1);
     let chunk_bytes = units_per_chunk * unit_bytes;
     let total = info.byte_length;
     let end = info.offset.checked_add(total).filter(|&e| e <= source.len()).ok_or_else(|| {
