@@ -375,3 +375,43 @@ fn bad_gguf_files_are_data_errors_naming_file_tensor_and_problem() {
     open_err("array.gguf", array, &["'a'", "claims 2305843009213693952 entries"]);
     open_err("value.gguf", Gguf::default().kv("k", 77, &[0; 8]).build(), &["'k'", "unknown value type 77"]);
 }
+
+#[test]
+fn a_streamed_constant_feeds_a_graph_and_stays_through_swaps() {
+    use webnn_wgpu::graph::{GraphBuilder, OperandDescriptor};
+    use webnn_wgpu::memory::Residency;
+    use webnn_wgpu::ops::elementwise_binary::BinaryOp;
+    use webnn_wgpu::ops::Op;
+    use webnn_wgpu::runtime::TensorDescriptor;
+
+    let ctx = context();
+    let mut rng = Rng::new(11);
+    let (blocks, values) = random_blocks(&mut rng, StoredType::Q4_1, 2);
+    let (source, file) = open("graph.gguf", Gguf::default().tensor("w", &[64], 3, blocks).build());
+    let file = file.unwrap();
+    let options = LoadOptions { float_type: Some(DataType::Float32), ..LoadOptions::default() };
+    let (weights, _) = block_on(file.constant_tensor(&ctx, &source, "w", &options, &mut |_, _| {})).unwrap();
+    let d = OperandDescriptor::new(DataType::Float32, vec![64]);
+    assert_eq!(weights.descriptor(), &d);
+    let mut b = GraphBuilder::new(&ctx).unwrap();
+    let x = b.input("x", d.clone()).unwrap();
+    let w = b.constant_tensor(&weights).unwrap();
+    let y = b.operator1(Op::Binary(BinaryOp::Add), &[x, w], "").unwrap();
+    let graph = block_on(b.build(&[("y".to_string(), y)])).unwrap();
+    let tensor = |readable, writable| {
+        block_on(ctx.create_tensor(TensorDescriptor { operand: d.clone(), readable, writable })).unwrap()
+    };
+    let (x, y) = (tensor(false, true), tensor(true, false));
+    ctx.write_tensor(&x, &le(&[1.0f32; 64], f32::to_le_bytes)).unwrap();
+    let want: Vec<f32> = values.iter().map(|&v| v as f32 + 1.0).collect();
+    let run = || {
+        ctx.dispatch(&graph, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+        assert_eq!(block_on(ctx.read_tensor(&y)).unwrap(), le(&want, f32::to_le_bytes));
+    };
+    run();
+    // No host copy exists, so the streamed constant stays on the GPU while the graph is out.
+    block_on(graph.swap_out(Residency::Host)).unwrap();
+    assert_eq!(graph.host_bytes(), 0);
+    graph.swap_in().unwrap();
+    run();
+}
