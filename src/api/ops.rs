@@ -11,7 +11,7 @@ use crate::ops::activation::Activation;
 use crate::ops::concat::Splits;
 use crate::ops::elementwise_binary::BinaryOp;
 use crate::ops::elementwise_unary::UnaryOp;
-use crate::ops::logical::CompareOp;
+use crate::ops::logical::LogicalOp;
 use crate::ops::matmul::GemmOptions;
 use crate::ops::normalization::LayerNormalizationOptions;
 use crate::ops::reduce::{ReduceOp, ReduceOptions};
@@ -106,12 +106,18 @@ pub fn op_from_js(name: &str, p: &Params) -> Result<Op> {
         "min" => Op::Binary(BinaryOp::Min),
         "pow" => Op::Binary(BinaryOp::Pow),
 
-        "equal" => Op::Compare(CompareOp::Equal),
-        "notEqual" => Op::Compare(CompareOp::NotEqual),
-        "greater" => Op::Compare(CompareOp::Greater),
-        "greaterOrEqual" => Op::Compare(CompareOp::GreaterOrEqual),
-        "lesser" => Op::Compare(CompareOp::Lesser),
-        "lesserOrEqual" => Op::Compare(CompareOp::LesserOrEqual),
+        "equal" => Op::Logical(LogicalOp::Equal),
+        "notEqual" => Op::Logical(LogicalOp::NotEqual),
+        "greater" => Op::Logical(LogicalOp::Greater),
+        "greaterOrEqual" => Op::Logical(LogicalOp::GreaterOrEqual),
+        "lesser" => Op::Logical(LogicalOp::Lesser),
+        "lesserOrEqual" => Op::Logical(LogicalOp::LesserOrEqual),
+        "logicalNot" => Op::Logical(LogicalOp::LogicalNot),
+        "logicalAnd" => Op::Logical(LogicalOp::LogicalAnd),
+        "logicalOr" => Op::Logical(LogicalOp::LogicalOr),
+        "logicalXor" => Op::Logical(LogicalOp::LogicalXor),
+        "isNaN" => Op::Logical(LogicalOp::IsNaN),
+        "isInfinite" => Op::Logical(LogicalOp::IsInfinite),
 
         "abs" => Op::Unary(UnaryOp::Abs),
         "ceil" => Op::Unary(UnaryOp::Ceil),
@@ -135,6 +141,13 @@ pub fn op_from_js(name: &str, p: &Params) -> Result<Op> {
         "gelu" => Op::Activation(Activation::Gelu),
         "leakyRelu" => Op::Activation(Activation::LeakyRelu { alpha: p.f64("alpha")? }),
         "clamp" => Op::Activation(Activation::Clamp { min_value: p.opt_f64("minValue")?, max_value: p.opt_f64("maxValue")? }),
+        "elu" => Op::Activation(Activation::Elu { alpha: p.f64("alpha")? }),
+        "hardSigmoid" => Op::Activation(Activation::HardSigmoid { alpha: p.f64("alpha")?, beta: p.f64("beta")? }),
+        "hardSwish" => Op::Activation(Activation::HardSwish),
+        "linear" => Op::Activation(Activation::Linear { alpha: p.f64("alpha")?, beta: p.f64("beta")? }),
+        "prelu" => Op::Activation(Activation::Prelu),
+        "softplus" => Op::Activation(Activation::Softplus),
+        "softsign" => Op::Activation(Activation::Softsign),
 
         "matmul" => Op::Matmul,
         "gemm" => Op::Gemm(GemmOptions {
