@@ -6,7 +6,7 @@ use common::*;
 use webnn_wgpu::graph::DataType;
 use webnn_wgpu::ops::elementwise_binary::BinaryOp;
 use webnn_wgpu::ops::elementwise_unary::UnaryOp;
-use webnn_wgpu::ops::Op;
+use webnn_wgpu::ops::{HostTensor, Op};
 
 const BROADCAST_CASES: &[(&[u32], &[u32])] = &[
     (&[], &[]),
@@ -170,4 +170,16 @@ fn erf_is_accurate() {
         let x = HostTensor::new(d, data).unwrap();
         check_op(&ctx, &Op::Unary(UnaryOp::Erf), &[x], 4, f32::MIN_POSITIVE as f64);
     }
+}
+
+/// Integer exponents (WPT's pow cases) are within 1 ULP of the float64 result over the whole
+/// normal range, negative bases and exponents included.
+#[test]
+fn pow_integer_exponents_are_accurate() {
+    let ctx = context();
+    let mut rng = Rng::new(7);
+    let base = rng.tensor(DataType::Float32, &[4096], -20.0, 20.0);
+    let exponent = rng.tensor(DataType::Float32, &[4096], -12.0, 13.0);
+    let exponent = HostTensor::new(exponent.descriptor.clone(), exponent.data.iter().map(|e| e.floor()).collect()).unwrap();
+    check_op(&ctx, &Op::Binary(BinaryOp::Pow), &[base, exponent], 1, 0.0);
 }

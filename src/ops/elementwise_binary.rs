@@ -102,15 +102,69 @@ pub fn lower(op: BinaryOp, cx: &LowerContext) -> Result<Lowering> {
     // WGSL's pow is undefined for negative bases; WebNN follows C's pow, so odd/even integer
     // exponents of negative bases are handled explicitly.
     let helpers = match (op, vt) {
-        // Integer exponents multiply exactly (squaring) instead of going through exp2/log2, whose
-        // error grows with the result's exponent; other exponents use WGSL's pow.
-        (BinaryOp::Pow, "f32") => "fn pow_f(a: f32, b: f32) -> f32 {\n    if (b == floor(b) && abs(b) <= 1024.0) {\n        var base = a; var e = u32(abs(b)); var r = 1.0;\n        loop { if (e == 0u) { break; } if ((e & 1u) == 1u) { r = r * base; } base = base * base; e = e >> 1u; }\n        return select(r, 1.0 / r, b < 0.0);\n    }\n    return pow(a, b);\n}\n",
+        // Integer exponents multiply exactly instead of going through exp2/log2, whose error
+        // grows with the result's exponent; other exponents use WGSL's pow.
+        (BinaryOp::Pow, "f32") => POW_F32,
         (BinaryOp::Pow, "i32") => "fn pow_i(a: i32, b: i32) -> i32 {\n    if (b < 0) {\n        if (a == 1) { return 1; }\n        if (a == -1) { return select(1, -1, (b & 1) == 1); }\n        return 0;\n    }\n    var base = a; var e = b; var r = 1;\n    loop { if (e == 0) { break; } if ((e & 1) == 1) { r = r * base; } base = base * base; e = e >> 1u; }\n    return r;\n}\n",
         (BinaryOp::Pow, _) => "fn pow_i(a: u32, b: u32) -> u32 {\n    var base = a; var e = b; var r = 1u;\n    loop { if (e == 0u) { break; } if ((e & 1u) == 1u) { r = r * base; } base = base * base; e = e >> 1u; }\n    return r;\n}\n",
         _ => "",
     };
     broadcast_pair_kernel(cx, &expression, &helpers)
 }
+
+const POW_F32: &str = "// a * b of 32-bit mantissas (value m / 2^31) as the high 32 bits of the 64-bit product,
+// renormalised; returns (mantissa, exponent increment).
+fn mul_m(a: u32, b: u32) -> vec2<u32> {
+    let al = a & 0xffffu; let ah = a >> 16u; let bl = b & 0xffffu; let bh = b >> 16u;
+    let ll = al * bl; let lh = al * bh; let hl = ah * bl; let hh = ah * bh;
+    let mid = (ll >> 16u) + (lh & 0xffffu) + (hl & 0xffffu);
+    let hi = hh + (lh >> 16u) + (hl >> 16u) + (mid >> 16u);
+    let lo = (mid << 16u) | (ll & 0xffffu);
+    if ((hi & 0x80000000u) != 0u) { return vec2<u32>(hi, 1u); }
+    return vec2<u32>((hi << 1u) | (lo >> 31u), 0u);
+}
+fn pow_f(a: f32, b: f32) -> f32 {
+    // Integer exponents: square and multiply on 32-bit integer mantissas, rounded to f32 once at
+    // the end, so the result is correctly rounded up to the truncation of the 32-bit products.
+    // (Float tricks like Dekker's products do not survive shader compilers' algebraic rewrites.)
+    if (b == floor(b) && abs(b) <= 1024.0 && a != 0.0 && abs(a) >= 1.17549435e-38 && abs(a) < 3.4e38) {
+        let bits = bitcast<u32>(a);
+        var base = ((bits & 0x7fffffu) | 0x800000u) << 8u;
+        var base_e = i32((bits >> 23u) & 0xffu) - 127;
+        var m = 0x80000000u;
+        var m_e = 0;
+        var n = u32(abs(b));
+        loop {
+            if (n == 0u) { break; }
+            if ((n & 1u) == 1u) { let p = mul_m(m, base); m = p.x; m_e = m_e + base_e + i32(p.y); }
+            n = n >> 1u;
+            if (n != 0u) { let p = mul_m(base, base); base = p.x; base_e = 2 * base_e + i32(p.y); }
+            if (abs(base_e) > 1000 || abs(m_e) > 1000) { break; }
+        }
+        if (n == 0u && m_e >= -126 && m_e <= 127) {
+            // Round the 32-bit mantissa to 24 bits, to nearest even.
+            var m24 = m >> 8u;
+            let rest = m & 0xffu;
+            if (rest > 0x80u || (rest == 0x80u && (m24 & 1u) == 1u)) { m24 = m24 + 1u; }
+            var e = m_e;
+            if (m24 == 0x1000000u) { m24 = m24 >> 1u; e = e + 1; }
+            if (e <= 127) {
+                let odd = (u32(abs(b)) & 1u) == 1u;
+                let sign = select(0u, 0x80000000u, a < 0.0 && odd);
+                let r = bitcast<f32>(sign | (u32(e + 127) << 23u) | (m24 & 0x7fffffu));
+                return select(r, 1.0 / r, b < 0.0);
+            }
+        }
+    }
+    if (b == floor(b) && abs(b) <= 1024.0) {
+        // Zero, subnormal or huge bases, and results outside the normal range: plain squaring.
+        var base = a; var n = u32(abs(b)); var r = 1.0;
+        loop { if (n == 0u) { break; } if ((n & 1u) == 1u) { r = r * base; } base = base * base; n = n >> 1u; }
+        return select(r, 1.0 / r, b < 0.0);
+    }
+    return pow(a, b);
+}
+";
 
 pub fn reference(op: BinaryOp, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
     let integer = !matches!(outputs[0].data_type, DataType::Float32 | DataType::Float16);
