@@ -418,8 +418,9 @@ impl Graph {
         self.inner.steps.len()
     }
 
+    /// Destroyed by `destroy()`, or with its context (`MLContext.destroy()` or loss).
     pub fn is_destroyed(&self) -> bool {
-        self.inner.destroyed.get()
+        self.inner.destroyed.get() || self.inner.context.is_lost()
     }
 
     /// `destroy()`: the graph can no longer be dispatched; its buffers go when the last handle
