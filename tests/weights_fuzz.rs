@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::weight_files::{safetensors, safetensors_raw, Gguf};
 use common::block_on;
+use common::weight_files::{safetensors, safetensors_raw, Gguf};
 use proptest::prelude::*;
 use webnn_wgpu::graph::DataType;
 use webnn_wgpu::weights::stream::convert_chunk;

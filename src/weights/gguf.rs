@@ -5,7 +5,9 @@
 //! whole header, so a claimed length is checked against the file size before it is read.
 
 use crate::error::{Error, Result};
-use crate::weights::{check_no_overlap, checked_elements, Format, MetadataValue, Source, StoredType, TensorInfo, WeightFile};
+use crate::weights::{
+    check_no_overlap, checked_elements, Format, MetadataValue, Source, StoredType, TensorInfo, WeightFile,
+};
 
 pub const MAGIC: &[u8; 4] = b"GGUF";
 /// The largest header read (tokenizer vocabularies of large models are tens of MiB).
@@ -243,7 +245,9 @@ fn parse_prefix(file: &str, buf: &[u8], file_len: u64) -> Parse<WeightFile> {
     }
     let version = c.u32(&|| "the GGUF version".into())?;
     if version != 2 && version != 3 {
-        return Err(Error::Data(format!("{file}: unsupported GGUF version {version} (versions 2 and 3 are read)")).into());
+        return Err(
+            Error::Data(format!("{file}: unsupported GGUF version {version} (versions 2 and 3 are read)")).into()
+        );
     }
     let tensor_count = c.u64(&|| "the tensor count".into())?;
     let kv_count = c.u64(&|| "the metadata key/value count".into())?;
@@ -318,7 +322,7 @@ fn parse_prefix(file: &str, buf: &[u8], file_len: u64) -> Parse<WeightFile> {
         });
     }
 
-    let data_start = c.pos.div_ceil(alignment).checked_mul(alignment).unwrap_or(u64::MAX);
+    let data_start = c.pos.div_ceil(alignment).saturating_mul(alignment);
     for t in &mut tensors {
         let end = data_start.checked_add(t.offset).and_then(|s| s.checked_add(t.byte_length));
         if end.is_none_or(|end| end > c.file_len) {
