@@ -436,3 +436,49 @@ fn a_streamed_constant_feeds_a_graph_and_stays_through_swaps() {
     graph.swap_in().unwrap();
     run();
 }
+
+/// A terabyte file that exists only as its header: reads past the header are zeros, and the
+/// largest read is recorded (the loader allocates exactly what it reads).
+struct TerabyteFile {
+    header: Vec<u8>,
+    largest_read: std::cell::Cell<usize>,
+}
+
+impl webnn_wgpu::weights::Source for TerabyteFile {
+    fn name(&self) -> &str {
+        "terabyte.bin"
+    }
+    fn len(&self) -> u64 {
+        1 << 40
+    }
+    async fn read_at(&self, offset: u64, buf: &mut [u8]) -> webnn_wgpu::Result<()> {
+        self.largest_read.set(self.largest_read.get().max(buf.len()));
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = self.header.get(offset as usize + i).copied().unwrap_or(0);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn headers_claiming_terabytes_are_rejected_without_allocating() {
+    let check = |header: Vec<u8>, parts: &[&str]| {
+        let file = TerabyteFile { header, largest_read: 0.into() };
+        let err = block_on(WeightFile::open(&file)).unwrap_err();
+        assert_eq!(err.name(), "DataError", "{err}");
+        for part in [&["terabyte.bin"][..], parts].concat() {
+            assert!(err.message().contains(part), "'{err}' does not mention '{part}'");
+        }
+        assert!(file.largest_read.get() <= 1 << 20, "read {} bytes", file.largest_read.get());
+    };
+    // A safetensors header length of half a terabyte, inside the file's claimed size.
+    check((1u64 << 39).to_le_bytes().to_vec(), &["claims 549755813888 bytes", "limit"]);
+    // A GGUF metadata string of half a terabyte.
+    let mut gguf = Gguf::default().kv_string("general.name", "x").build();
+    gguf[24 + 8 + 12 + 4..24 + 8 + 12 + 4 + 8].copy_from_slice(&(1u64 << 39).to_le_bytes());
+    check(gguf, &["'general.name'", "claims 549755813888 bytes", "limit"]);
+    // A GGUF tensor count of a billion in a terabyte of zeros: rejected at the second info.
+    let mut gguf = Gguf::default().build();
+    gguf[8..16].copy_from_slice(&(1u64 << 30).to_le_bytes());
+    check(gguf, &["appears twice"]);
+}

@@ -98,6 +98,14 @@ impl<'a> Cursor<'a> {
             ))));
         }
         let end = self.pos + n;
+        if end > MAX_HEADER_BYTES {
+            return Err(Stop::Bad(Error::Data(format!(
+                "{}: {} at offset {} claims {n} bytes, past the {MAX_HEADER_BYTES}-byte limit of GGUF headers",
+                self.file,
+                what(),
+                self.pos
+            ))));
+        }
         if end > self.buf.len() as u64 {
             return Err(Stop::More);
         }
@@ -295,10 +303,11 @@ fn parse_prefix(file: &str, buf: &[u8], file_len: u64) -> Parse<WeightFile> {
         let relative = c.u64(&what)?;
         let (type_name, stored, block_elements, block_bytes) =
             ggml_type(t).ok_or_else(|| bad(format!("unknown ggml type {t}")))?;
-        if ne.first().is_some_and(|&row| row % block_elements != 0) {
+        // A scalar is a row of one element.
+        let row = ne.first().copied().unwrap_or(1);
+        if row % block_elements != 0 {
             return Err(bad(format!(
-                "rows of {} elements are not a whole number of {type_name} blocks of {block_elements}",
-                ne[0]
+                "rows of {row} elements are not a whole number of {type_name} blocks of {block_elements}"
             )));
         }
         let shape: Vec<u64> = ne.iter().rev().copied().collect();
