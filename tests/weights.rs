@@ -35,7 +35,13 @@ fn open(name: &str, bytes: Vec<u8>) -> (BytesSource, webnn_wgpu::Result<WeightFi
     (source, file)
 }
 
-fn load(ctx: &Context, source: &BytesSource, file: &WeightFile, name: &str, options: &LoadOptions) -> webnn_wgpu::Result<Vec<u8>> {
+fn load(
+    ctx: &Context,
+    source: &BytesSource,
+    file: &WeightFile,
+    name: &str,
+    options: &LoadOptions,
+) -> webnn_wgpu::Result<Vec<u8>> {
     let (tensor, _) = block_on(file.constant_tensor(ctx, source, name, options, &mut |_, _| {}))?;
     Ok(read_back(ctx, &tensor))
 }
@@ -101,7 +107,8 @@ fn safetensors_types_stream_and_convert() {
 fn int64_that_int32_cannot_hold_is_a_type_error_naming_the_element() {
     let ctx = context();
     let values = [1i64, 2, 1 << 40];
-    let (source, file) = open("big.safetensors", safetensors(&[("ids", "I64", vec![3], le(&values, i64::to_le_bytes))]));
+    let (source, file) =
+        open("big.safetensors", safetensors(&[("ids", "I64", vec![3], le(&values, i64::to_le_bytes))]));
     let err = load(&ctx, &source, &file.unwrap(), "ids", &LoadOptions::default()).unwrap_err();
     assert_eq!(err.name(), "TypeError", "{err}");
     for part in ["big.safetensors", "'ids'", "element 2", "1099511627776", "int32"] {
@@ -117,14 +124,20 @@ fn unsupported_types_are_listed_and_rejected_on_load() {
     assert_eq!(file.tensor("w").unwrap().stored, None);
     let err = load(&ctx, &source, &file, "w", &LoadOptions::default()).unwrap_err();
     assert_eq!(err.name(), "TypeError");
-    assert!(err.message().contains("f64.safetensors") && err.message().contains("'w'") && err.message().contains("F64"), "{err}");
+    assert!(
+        err.message().contains("f64.safetensors") && err.message().contains("'w'") && err.message().contains("F64"),
+        "{err}"
+    );
 
     let gguf = Gguf::default().tensor("blk.0.q6", &[256], 14, vec![0; 210]).build();
     let (source, file) = open("q6.gguf", gguf);
     let file = file.unwrap();
     let err = load(&ctx, &source, &file, "blk.0.q6", &LoadOptions::default()).unwrap_err();
     assert_eq!(err.name(), "TypeError");
-    assert!(err.message().contains("q6.gguf") && err.message().contains("'blk.0.q6'") && err.message().contains("Q6_K"), "{err}");
+    assert!(
+        err.message().contains("q6.gguf") && err.message().contains("'blk.0.q6'") && err.message().contains("Q6_K"),
+        "{err}"
+    );
     let err = load(&ctx, &source, &file, "missing", &LoadOptions::default()).unwrap_err();
     assert!(err.name() == "TypeError" && err.message().contains("'missing'"), "{err}");
 }
@@ -181,7 +194,8 @@ fn gguf_types_dequantize_to_float32_and_float16() {
         .tensor("plain.f32", &[32, 3], 0, le(&plain, f32::to_le_bytes))
         .tensor("plain.f16", &[96], 1, le(&halves, f16::to_le_bytes));
     let mut expected = Vec::new();
-    for (name, t, code) in [("q8_0", StoredType::Q8_0, 8), ("q4_0", StoredType::Q4_0, 2), ("q4_1", StoredType::Q4_1, 3)] {
+    for (name, t, code) in [("q8_0", StoredType::Q8_0, 8), ("q4_0", StoredType::Q4_0, 2), ("q4_1", StoredType::Q4_1, 3)]
+    {
         let (bytes, values) = random_blocks(&mut rng, t, 12);
         builder = builder.tensor(name, &[64, 6], code, bytes);
         expected.push((name, values));
@@ -215,7 +229,8 @@ fn peak_host_memory_is_a_few_chunks_and_progress_reaches_the_total() {
     let chunk = 64 << 10;
     let options = LoadOptions { float_type: Some(DataType::Float32), chunk_bytes: chunk, max_chunks_in_flight: 3 };
     let mut calls = Vec::new();
-    let (tensor, stats) = block_on(file.constant_tensor(&ctx, &source, "big", &options, &mut |a, b| calls.push((a, b)))).unwrap();
+    let (tensor, stats) =
+        block_on(file.constant_tensor(&ctx, &source, "big", &options, &mut |a, b| calls.push((a, b)))).unwrap();
     let total = 2 * n as u64;
     // A chunk converted to float32 is the chunk size; as read, half of it.
     assert_eq!(stats.chunks, total / (chunk / 2));
@@ -307,11 +322,7 @@ fn bad_safetensors_files_are_data_errors_naming_file_tensor_and_problem() {
         safetensors_raw(r#"{"w":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}}"#, &data),
         &["'w'", "shape"],
     );
-    open_err(
-        "metadata.safetensors",
-        safetensors_raw(r#"{"__metadata__":{"n":1}}"#, &[]),
-        &["__metadata__", "'n'"],
-    );
+    open_err("metadata.safetensors", safetensors_raw(r#"{"__metadata__":{"n":1}}"#, &[]), &["__metadata__", "'n'"]);
 }
 
 #[test]
@@ -348,14 +359,23 @@ fn bad_gguf_files_are_data_errors_naming_file_tensor_and_problem() {
     let info_end = 24 + (8 + 1 + 4 + 8 + 4 + 8) * 2;
     misaligned[info_end - 8..info_end].copy_from_slice(&16u64.to_le_bytes());
     open_err("misaligned.gguf", misaligned, &["'b'", "not a multiple of the alignment 32"]);
-    let mut overlap = Gguf::default().alignment(8).tensor("a", &[8], 0, vec![0; 32]).tensor("b", &[8], 0, vec![0; 32]).build();
+    let mut overlap =
+        Gguf::default().alignment(8).tensor("a", &[8], 0, vec![0; 32]).tensor("b", &[8], 0, vec![0; 32]).build();
     let kv_len = 8 + "general.alignment".len() + 4 + 4;
     let info_end = 24 + kv_len + (8 + 1 + 4 + 8 + 4 + 8) * 2;
     overlap[info_end - 8..info_end].copy_from_slice(&8u64.to_le_bytes());
     open_err("overlap.gguf", overlap, &["'b'", "overlaps", "'a'"]);
-    open_err("type.gguf", Gguf::default().tensor("w", &[32], 99, vec![0; 128]).build(), &["'w'", "unknown ggml type 99"]);
+    open_err(
+        "type.gguf",
+        Gguf::default().tensor("w", &[32], 99, vec![0; 128]).build(),
+        &["'w'", "unknown ggml type 99"],
+    );
     open_err("blocks.gguf", Gguf::default().tensor("q", &[30], 8, vec![0; 34]).build(), &["'q'", "Q8_0 blocks"]);
-    open_err("dims.gguf", Gguf::default().tensor("w", &[1, 1, 1, 1, 1], 0, vec![0; 4]).build(), &["'w'", "5 dimensions"]);
+    open_err(
+        "dims.gguf",
+        Gguf::default().tensor("w", &[1, 1, 1, 1, 1], 0, vec![0; 4]).build(),
+        &["'w'", "5 dimensions"],
+    );
     // A tensor claiming terabytes: rejected from the header, nothing allocated.
     open_err(
         "terabytes.gguf",
@@ -370,7 +390,8 @@ fn bad_gguf_files_are_data_errors_naming_file_tensor_and_problem() {
     let mut string = Gguf::default().kv_string("general.name", "abc").build();
     string[24 + 8 + 12 + 4..24 + 8 + 12 + 4 + 8].copy_from_slice(&(1u64 << 50).to_le_bytes());
     open_err("string.gguf", string, &["'general.name'", "past the end"]);
-    let mut array = Gguf::default().kv("a", 9, &[&4u32.to_le_bytes()[..], &1u64.to_le_bytes(), &[0; 4]].concat()).build();
+    let mut array =
+        Gguf::default().kv("a", 9, &[&4u32.to_le_bytes()[..], &1u64.to_le_bytes(), &[0; 4]].concat()).build();
     array[24 + 9 + 4 + 4..24 + 9 + 4 + 4 + 8].copy_from_slice(&(1u64 << 61).to_le_bytes());
     open_err("array.gguf", array, &["'a'", "claims 2305843009213693952 entries"]);
     open_err("value.gguf", Gguf::default().kv("k", 77, &[0; 8]).build(), &["'k'", "unknown value type 77"]);
@@ -414,4 +435,50 @@ fn a_streamed_constant_feeds_a_graph_and_stays_through_swaps() {
     assert_eq!(graph.host_bytes(), 0);
     graph.swap_in().unwrap();
     run();
+}
+
+/// A terabyte file that exists only as its header: reads past the header are zeros, and the
+/// largest read is recorded (the loader allocates exactly what it reads).
+struct TerabyteFile {
+    header: Vec<u8>,
+    largest_read: std::cell::Cell<usize>,
+}
+
+impl webnn_wgpu::weights::Source for TerabyteFile {
+    fn name(&self) -> &str {
+        "terabyte.bin"
+    }
+    fn len(&self) -> u64 {
+        1 << 40
+    }
+    async fn read_at(&self, offset: u64, buf: &mut [u8]) -> webnn_wgpu::Result<()> {
+        self.largest_read.set(self.largest_read.get().max(buf.len()));
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = self.header.get(offset as usize + i).copied().unwrap_or(0);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn headers_claiming_terabytes_are_rejected_without_allocating() {
+    let check = |header: Vec<u8>, parts: &[&str]| {
+        let file = TerabyteFile { header, largest_read: 0.into() };
+        let err = block_on(WeightFile::open(&file)).unwrap_err();
+        assert_eq!(err.name(), "DataError", "{err}");
+        for part in [&["terabyte.bin"][..], parts].concat() {
+            assert!(err.message().contains(part), "'{err}' does not mention '{part}'");
+        }
+        assert!(file.largest_read.get() <= 1 << 20, "read {} bytes", file.largest_read.get());
+    };
+    // A safetensors header length of half a terabyte, inside the file's claimed size.
+    check((1u64 << 39).to_le_bytes().to_vec(), &["claims 549755813888 bytes", "limit"]);
+    // A GGUF metadata string of half a terabyte.
+    let mut gguf = Gguf::default().kv_string("general.name", "x").build();
+    gguf[24 + 8 + 12 + 4..24 + 8 + 12 + 4 + 8].copy_from_slice(&(1u64 << 39).to_le_bytes());
+    check(gguf, &["'general.name'", "claims 549755813888 bytes", "limit"]);
+    // A GGUF tensor count of a billion in a terabyte of zeros: rejected at the second info.
+    let mut gguf = Gguf::default().build();
+    gguf[8..16].copy_from_slice(&(1u64 << 30).to_le_bytes());
+    check(gguf, &["appears twice"]);
 }

@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::weight_files::{safetensors, safetensors_raw, Gguf};
 use common::block_on;
+use common::weight_files::{safetensors, safetensors_raw, Gguf};
 use proptest::prelude::*;
 use webnn_wgpu::graph::DataType;
 use webnn_wgpu::weights::stream::convert_chunk;
@@ -98,7 +98,10 @@ fn mutate(mut bytes: Vec<u8>, mutations: &[Mutation], limit: usize) -> Vec<u8> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {

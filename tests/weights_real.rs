@@ -70,9 +70,11 @@ struct Summary {
 
 /// Loads every tensor of `path` with `options` and compares it with `path.json`.
 fn compare(ctx: &Context, path: &Path, options: &LoadOptions, only_quantized: bool) -> Summary {
-    let reference: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(path.with_extension(format!("{}.json", path.extension().unwrap().to_str().unwrap()))).expect("run tools/fetch_test_models.sh"))
-            .unwrap();
+    let reference: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(path.with_extension(format!("{}.json", path.extension().unwrap().to_str().unwrap())))
+            .expect("run tools/fetch_test_models.sh"),
+    )
+    .unwrap();
     let source = FileSource::open(path).unwrap();
     let file = block_on(WeightFile::open(&source)).unwrap();
     let expected = reference["tensors"].as_object().unwrap();
@@ -86,7 +88,8 @@ fn compare(ctx: &Context, path: &Path, options: &LoadOptions, only_quantized: bo
         let want = &expected[&info.name];
         let shape: Vec<u64> = want["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
         assert_eq!(info.shape, shape, "{}", info.name);
-        let (tensor, stats) = block_on(file.constant_tensor(ctx, &source, &info.name, options, &mut |_, _| {})).unwrap();
+        let (tensor, stats) =
+            block_on(file.constant_tensor(ctx, &source, &info.name, options, &mut |_, _| {})).unwrap();
         assert!(stats.peak_host_bytes <= 2 * options.chunk_bytes, "{}: {stats:?}", info.name);
         let data_type = tensor.descriptor().data_type;
         let (values, bits) = decode(data_type, &read_back(ctx, &tensor));
@@ -100,7 +103,8 @@ fn compare(ctx: &Context, path: &Path, options: &LoadOptions, only_quantized: bo
         summary.peak_host_bytes = summary.peak_host_bytes.max(stats.peak_host_bytes);
         // float16 rounds to 11 significant bits: half an ulp is 2^-11 of the magnitude, or half
         // the smallest subnormal (2^-25) near zero.
-        let (tolerance, floor) = if data_type == DataType::Float16 { (2f64.powi(-11), 2f64.powi(-25)) } else { (0.0, 0.0) };
+        let (tolerance, floor) =
+            if data_type == DataType::Float16 { (2f64.powi(-11), 2f64.powi(-25)) } else { (0.0, 0.0) };
         for (i, (&got, &w)) in values.iter().zip(&first).enumerate() {
             // The JSON reader may be an ulp off in float64; the values are float32.
             let w = w as f32 as f64;
@@ -114,7 +118,12 @@ fn compare(ctx: &Context, path: &Path, options: &LoadOptions, only_quantized: bo
         let sum_error = (sum - want["sum"].as_f64().unwrap()).abs();
         summary.max_sum_error_ratio = summary.max_sum_error_ratio.max(sum_error / sum_abs.max(f64::MIN_POSITIVE));
         if data_type == DataType::Float16 {
-            assert!(sum_error <= tolerance * sum_abs + floor * values.len() as f64, "{}: sum {sum} vs {}", info.name, want["sum"]);
+            assert!(
+                sum_error <= tolerance * sum_abs + floor * values.len() as f64,
+                "{}: sum {sum} vs {}",
+                info.name,
+                want["sum"]
+            );
         } else {
             // Exact: the same 32-bit values in every position.
             let checksum = bits

@@ -5,7 +5,9 @@
 //! whole header, so a claimed length is checked against the file size before it is read.
 
 use crate::error::{Error, Result};
-use crate::weights::{check_no_overlap, checked_elements, Format, MetadataValue, Source, StoredType, TensorInfo, WeightFile};
+use crate::weights::{
+    check_no_overlap, checked_elements, Format, MetadataValue, Source, StoredType, TensorInfo, WeightFile,
+};
 
 pub const MAGIC: &[u8; 4] = b"GGUF";
 /// The largest header read (tokenizer vocabularies of large models are tens of MiB).
@@ -96,6 +98,14 @@ impl<'a> Cursor<'a> {
             ))));
         }
         let end = self.pos + n;
+        if end > MAX_HEADER_BYTES {
+            return Err(Stop::Bad(Error::Data(format!(
+                "{}: {} at offset {} claims {n} bytes, past the {MAX_HEADER_BYTES}-byte limit of GGUF headers",
+                self.file,
+                what(),
+                self.pos
+            ))));
+        }
         if end > self.buf.len() as u64 {
             return Err(Stop::More);
         }
@@ -243,7 +253,9 @@ fn parse_prefix(file: &str, buf: &[u8], file_len: u64) -> Parse<WeightFile> {
     }
     let version = c.u32(&|| "the GGUF version".into())?;
     if version != 2 && version != 3 {
-        return Err(Error::Data(format!("{file}: unsupported GGUF version {version} (versions 2 and 3 are read)")).into());
+        return Err(
+            Error::Data(format!("{file}: unsupported GGUF version {version} (versions 2 and 3 are read)")).into()
+        );
     }
     let tensor_count = c.u64(&|| "the tensor count".into())?;
     let kv_count = c.u64(&|| "the metadata key/value count".into())?;
@@ -291,10 +303,11 @@ fn parse_prefix(file: &str, buf: &[u8], file_len: u64) -> Parse<WeightFile> {
         let relative = c.u64(&what)?;
         let (type_name, stored, block_elements, block_bytes) =
             ggml_type(t).ok_or_else(|| bad(format!("unknown ggml type {t}")))?;
-        if ne.first().is_some_and(|&row| row % block_elements != 0) {
+        // A scalar is a row of one element.
+        let row = ne.first().copied().unwrap_or(1);
+        if row % block_elements != 0 {
             return Err(bad(format!(
-                "rows of {} elements are not a whole number of {type_name} blocks of {block_elements}",
-                ne[0]
+                "rows of {row} elements are not a whole number of {type_name} blocks of {block_elements}"
             )));
         }
         let shape: Vec<u64> = ne.iter().rev().copied().collect();
@@ -318,7 +331,7 @@ fn parse_prefix(file: &str, buf: &[u8], file_len: u64) -> Parse<WeightFile> {
         });
     }
 
-    let data_start = c.pos.div_ceil(alignment).checked_mul(alignment).unwrap_or(u64::MAX);
+    let data_start = c.pos.div_ceil(alignment).saturating_mul(alignment);
     for t in &mut tensors {
         let end = data_start.checked_add(t.offset).and_then(|s| s.checked_add(t.byte_length));
         if end.is_none_or(|end| end > c.file_len) {

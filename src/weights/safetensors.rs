@@ -122,7 +122,8 @@ fn parse_tensor(
         Some(serde_json::Value::String(s)) => s.clone(),
         _ => return Err(bad("dtype is missing or not a string".into())),
     };
-    let shape = unsigned_array(fields.get("shape")).ok_or_else(|| bad("shape is missing or not an array of non-negative integers".into()))?;
+    let shape = unsigned_array(fields.get("shape"))
+        .ok_or_else(|| bad("shape is missing or not an array of non-negative integers".into()))?;
     let offsets = unsigned_array(fields.get("data_offsets"))
         .filter(|o| o.len() == 2)
         .ok_or_else(|| bad("data_offsets is missing or not two non-negative integers".into()))?;
@@ -146,7 +147,14 @@ fn parse_tensor(
             end - begin
         )));
     }
-    let info = TensorInfo { name: name.to_string(), type_name, stored, shape, offset: data_start + begin, byte_length: needed };
+    let info = TensorInfo {
+        name: name.to_string(),
+        type_name,
+        stored,
+        shape,
+        offset: data_start + begin,
+        byte_length: needed,
+    };
     Ok((info, (begin, end)))
 }
 

@@ -51,9 +51,9 @@ impl Source for FileSource {
 
     async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let mut file = self.file.borrow_mut();
-        file.seek(SeekFrom::Start(offset))
-            .and_then(|_| file.read_exact(buf))
-            .map_err(|e| Error::Data(format!("{}: reading {} bytes at offset {offset} failed: {e}", self.name, buf.len())))
+        file.seek(SeekFrom::Start(offset)).and_then(|_| file.read_exact(buf)).map_err(|e| {
+            Error::Data(format!("{}: reading {} bytes at offset {offset} failed: {e}", self.name, buf.len()))
+        })
     }
 }
 

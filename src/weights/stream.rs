@@ -75,12 +75,13 @@ impl WeightFile {
     /// The `MLOperandDescriptor` of the constant a tensor becomes.
     pub fn descriptor(&self, context: &Context, info: &TensorInfo, options: &LoadOptions) -> Result<OperandDescriptor> {
         let data_type = self.webnn_type(context, info, options)?;
-        let shape = info
-            .shape
-            .iter()
-            .map(|&d| u32::try_from(d).ok())
-            .collect::<Option<Vec<u32>>>()
-            .ok_or_else(|| Error::Type(format!("{}: tensor '{}': a dimension of {:?} is too large", self.file_name, info.name, info.shape)))?;
+        let shape =
+            info.shape.iter().map(|&d| u32::try_from(d).ok()).collect::<Option<Vec<u32>>>().ok_or_else(|| {
+                Error::Type(format!(
+                    "{}: tensor '{}': a dimension of {:?} is too large",
+                    self.file_name, info.name, info.shape
+                ))
+            })?;
         let descriptor = OperandDescriptor::new(data_type, shape);
         descriptor
             .check_dimensions()
@@ -108,7 +109,8 @@ impl WeightFile {
         let size = buffer_size(&descriptor);
         context.make_room(0, &|| size)?;
         let buffer = context.create_buffer(size, "weight").await?;
-        let stats = stream_tensor(context, source, info, descriptor.data_type, &buffer.buffer, options, progress).await?;
+        let stats =
+            stream_tensor(context, source, info, descriptor.data_type, &buffer.buffer, options, progress).await?;
         let memory = &context.inner.memory;
         memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
         let constant = Rc::new(SharedConstant::new_streamed(size, buffer));
@@ -147,16 +149,18 @@ pub async fn stream_tensor<S: Source>(
     })?;
 
     let mut read = vec![0u8; chunk_bytes.min(total) as usize];
-    let mut converted: Vec<u8> = Vec::with_capacity((chunk_bytes.min(total) / block_bytes * block_elements * out_size) as usize);
+    let mut converted: Vec<u8> =
+        Vec::with_capacity((chunk_bytes.min(total) / block_bytes * block_elements * out_size) as usize);
     let mut stats = StreamStats::default();
     let mut position = info.offset;
     let mut in_flight = 0u32;
     while position < end {
         let n = (end - position).min(chunk_bytes) as usize;
         let chunk = &mut read[..n];
-        source.read_at(position, chunk).await.map_err(|e| {
-            Error::Data(format!("{file}: tensor '{}': {}", info.name, e.message()))
-        })?;
+        source
+            .read_at(position, chunk)
+            .await
+            .map_err(|e| Error::Data(format!("{file}: tensor '{}': {}", info.name, e.message())))?;
         let first_element = (position - info.offset) / block_bytes * block_elements;
         convert_chunk(file, &info.name, stored, target, first_element, chunk, &mut converted)?;
         if context.is_lost() {
