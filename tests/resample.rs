@@ -61,8 +61,8 @@ fn resample2d_spec_example() {
     assert_eq!(out.data, expected);
 }
 
-/// Nearest-neighbor downsampling by 2 picks `ceil(2o + 0.5 - 0.5)`: the even... odd-aligned
-/// elements `2o + 1`, less the ties, which round down.
+/// Nearest-neighbor by hand: downsampling hits ties (`inputCoordinate = 2o + 0.5`), which the
+/// spec's `ceil(x - 0.5)` rounds down; upsampling repeats each element.
 #[test]
 fn resample2d_nearest_by_hand() {
     let ctx = context();
@@ -71,7 +71,7 @@ fn resample2d_nearest_by_hand() {
         (0..6).map(|v| v as f64).collect(),
     )
     .unwrap();
-    // Downsampling 6 -> 3: inputCoordinate = 2o + 0.5, ceil(2o) = 2o (a tie, rounded down).
+    // Downsampling 6 -> 3: ceil(2o + 0.5 - 0.5) = 2o.
     let down = Resample2dOptions { sizes: Some(vec![1, 3]), ..Default::default() };
     let out = run_op(&ctx, &Op::Resample2d(down), &[input.clone()], &[false]).unwrap().remove(0);
     assert_eq!(out.data, vec![0.0, 2.0, 4.0]);

@@ -114,13 +114,14 @@ fn param_index(i: usize, input: &[u32], scale: &[u32]) -> usize {
     (0..input.len()).map(|a| c[a] / (input[a] / scale[a]) as usize * s[a] as usize).sum()
 }
 
-/// The range of a quantized type as f32 literals that convert back without overflow.
-fn range(data_type: DataType) -> (&'static str, &'static str) {
+/// WGSL converting f32 `q` to a quantized type, saturating to its range. The 32-bit maxima
+/// are not f32 values: anything from 2^31 (2^32) up gives the maximum exactly.
+fn saturate(data_type: DataType) -> &'static str {
     match data_type {
-        DataType::Int8 => ("-128.0", "127.0"),
-        DataType::Uint8 => ("0.0", "255.0"),
-        DataType::Int32 => ("-2147483648.0", "2147483520.0"),
-        _ => ("0.0", "4294967040.0"),
+        DataType::Int8 => "i32(clamp(q, -128.0, 127.0))",
+        DataType::Uint8 => "u32(clamp(q, 0.0, 255.0))",
+        DataType::Int32 => "select(i32(clamp(q, -2147483648.0, 2147483520.0)), 2147483647, q >= 2147483648.0)",
+        _ => "select(u32(clamp(q, 0.0, 4294967040.0)), 4294967295u, q >= 4294967296.0)",
     }
 }
 
@@ -144,10 +145,9 @@ pub fn lower_quantize_linear(cx: &LowerContext) -> Result<Lowering> {
         DataType::Float16 => "f16_to_f32(f32_to_f16(load_input(i) / load_scale(p)))",
         _ => "load_input(i) / load_scale(p)",
     };
-    let (lo, hi) = range(out.data_type);
-    let convert = if out.data_type.is_signed() { "i32" } else { "u32" };
     let body = format!(
-        "    let p = param_index(i);\n    let q = round({quotient}) + f32(load_zero_point(p));\n    return {convert}(clamp(q, {lo}, {hi}));"
+        "    let p = param_index(i);\n    let q = round({quotient}) + f32(load_zero_point(p));\n    return {};",
+        saturate(out.data_type)
     );
     let launch = ElementwiseKernel {
         inputs: vec![("input", input), ("scale", scale), ("zero_point", zero_point)],
