@@ -88,6 +88,7 @@ const CONVERT = {
   // MLNumber is (bigint or unrestricted double); the backend takes a double.
   MLNumber: (v) => (typeof v === 'bigint' ? Number(v) : +v),
   dataType: (v, what) => toEnum(v, DATA_TYPES, what),
+  recurrentNetworkActivation: (v, what) => toEnum(v, ['relu', 'sigmoid', 'tanh'], what),
 };
 
 function toSequence(value, what, convert) {
@@ -449,6 +450,7 @@ const AB = [['a', 'operand'], ['b', 'operand']];
 const INPUT = [['input', 'operand']];
 const REDUCE = { args: INPUT, options: { axes: ['ulongs'], keepDimensions: ['boolean', false] } };
 const LAYOUT = ['nchw', 'nhwc'];
+const RNN_DIRECTIONS = ['forward', 'backward', 'both'];
 const POOL = {
   args: INPUT,
   options: {
@@ -579,6 +581,71 @@ const OPERATORS = {
   averagePool2d: POOL,
   l2Pool2d: POOL,
   maxPool2d: POOL,
+  // Resampling and quantization.
+  resample2d: {
+    args: INPUT,
+    options: { mode: [['nearest-neighbor', 'linear'], 'nearest-neighbor'], scales: ['floats'], sizes: ['ulongs'], axes: ['ulongs'] },
+  },
+  quantizeLinear: { args: [...INPUT, ['scale', 'operand'], ['zeroPoint', 'operand']] },
+  dequantizeLinear: { args: [...INPUT, ['scale', 'operand'], ['zeroPoint', 'operand']] },
+  // Recurrent networks.
+  gru: {
+    args: [...INPUT, ['weight', 'operand'], ['recurrentWeight', 'operand'], ['steps', 'ulong'], ['hiddenSize', 'ulong']],
+    options: {
+      bias: ['operand'],
+      recurrentBias: ['operand'],
+      initialHiddenState: ['operand'],
+      resetAfter: ['boolean', true],
+      returnSequence: ['boolean', false],
+      direction: [RNN_DIRECTIONS, 'forward'],
+      layout: [['zrn', 'rzn'], 'zrn'],
+      activations: ['recurrentNetworkActivations'],
+    },
+    sequence: true,
+  },
+  gruCell: {
+    args: [...INPUT, ['weight', 'operand'], ['recurrentWeight', 'operand'], ['hiddenState', 'operand'], ['hiddenSize', 'ulong']],
+    options: {
+      bias: ['operand'],
+      recurrentBias: ['operand'],
+      resetAfter: ['boolean', true],
+      layout: [['zrn', 'rzn'], 'zrn'],
+      activations: ['recurrentNetworkActivations'],
+    },
+  },
+  lstm: {
+    args: [...INPUT, ['weight', 'operand'], ['recurrentWeight', 'operand'], ['steps', 'ulong'], ['hiddenSize', 'ulong']],
+    options: {
+      bias: ['operand'],
+      recurrentBias: ['operand'],
+      peepholeWeight: ['operand'],
+      initialHiddenState: ['operand'],
+      initialCellState: ['operand'],
+      returnSequence: ['boolean', false],
+      direction: [RNN_DIRECTIONS, 'forward'],
+      layout: [['iofg', 'ifgo'], 'iofg'],
+      activations: ['recurrentNetworkActivations'],
+    },
+    sequence: true,
+  },
+  lstmCell: {
+    args: [
+      ...INPUT,
+      ['weight', 'operand'],
+      ['recurrentWeight', 'operand'],
+      ['hiddenState', 'operand'],
+      ['cellState', 'operand'],
+      ['hiddenSize', 'ulong'],
+    ],
+    options: {
+      bias: ['operand'],
+      recurrentBias: ['operand'],
+      peepholeWeight: ['operand'],
+      layout: [['iofg', 'ifgo'], 'iofg'],
+      activations: ['recurrentNetworkActivations'],
+    },
+    sequence: true,
+  },
 };
 
 class MLGraphBuilder {

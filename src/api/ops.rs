@@ -14,7 +14,12 @@ use crate::ops::elementwise_unary::UnaryOp;
 use crate::ops::logical::LogicalOp;
 use crate::ops::matmul::GemmOptions;
 use crate::ops::normalization::LayerNormalizationOptions;
+use crate::ops::recurrent::{
+    GruCellOptions, GruOptions, GruWeightLayout, LstmCellOptions, LstmOptions, LstmWeightLayout, RecurrentActivation,
+    RecurrentDirection,
+};
 use crate::ops::reduce::{ReduceOp, ReduceOptions};
+use crate::ops::resample2d::{InterpolationMode, Resample2dOptions};
 use crate::ops::slice::SliceOptions;
 use crate::ops::Op;
 
@@ -88,6 +93,33 @@ impl Params {
 
     pub fn u32s(&self, key: &str) -> Result<Vec<u32>> {
         self.opt_u32s(key)?.ok_or_else(|| Params::missing(key))
+    }
+
+    /// An optional sequence of numbers (`undefined` when absent).
+    pub fn opt_f64s(&self, key: &str) -> Result<Option<Vec<f64>>> {
+        let v = self.get(key);
+        if v.is_undefined() {
+            return Ok(None);
+        }
+        let array: &js_sys::Array = v.dyn_ref().ok_or_else(|| Params::missing(key))?;
+        array.iter().map(|item| item.as_f64().ok_or_else(|| Params::missing(key))).collect::<Result<Vec<f64>>>().map(Some)
+    }
+
+    /// An optional sequence of strings (`undefined` when absent).
+    pub fn opt_strings(&self, key: &str) -> Result<Option<Vec<String>>> {
+        let v = self.get(key);
+        if v.is_undefined() {
+            return Ok(None);
+        }
+        let array: &js_sys::Array = v.dyn_ref().ok_or_else(|| Params::missing(key))?;
+        array.iter().map(|item| item.as_string().ok_or_else(|| Params::missing(key))).collect::<Result<Vec<String>>>().map(Some)
+    }
+
+    /// `activations`: an optional sequence of `MLRecurrentNetworkActivation`.
+    fn activations(&self) -> Result<Option<Vec<RecurrentActivation>>> {
+        self.opt_strings("activations")?
+            .map(|names| names.iter().map(|n| RecurrentActivation::from_name(n)).collect())
+            .transpose()
     }
 }
 
@@ -192,6 +224,56 @@ pub fn op_from_js(name: &str, p: &Params) -> Result<Op> {
         }),
         "cast" => Op::Cast { data_type: p.data_type("dataType")? },
         "where" => Op::Where,
+
+        "resample2d" => Op::Resample2d(Resample2dOptions {
+            mode: InterpolationMode::from_name(&p.string("mode")?)?,
+            scales: p.opt_f64s("scales")?,
+            sizes: p.opt_u32s("sizes")?,
+            axes: p.opt_u32s("axes")?,
+        }),
+        "quantizeLinear" => Op::QuantizeLinear,
+        "dequantizeLinear" => Op::DequantizeLinear,
+        "gru" => Op::Gru(GruOptions {
+            steps: p.u32("steps")?,
+            hidden_size: p.u32("hiddenSize")?,
+            has_bias: p.bool("bias")?,
+            has_recurrent_bias: p.bool("recurrentBias")?,
+            has_initial_hidden_state: p.bool("initialHiddenState")?,
+            reset_after: p.bool("resetAfter")?,
+            return_sequence: p.bool("returnSequence")?,
+            direction: RecurrentDirection::from_name(&p.string("direction")?)?,
+            layout: GruWeightLayout::from_name(&p.string("layout")?)?,
+            activations: p.activations()?,
+        }),
+        "gruCell" => Op::GruCell(GruCellOptions {
+            hidden_size: p.u32("hiddenSize")?,
+            has_bias: p.bool("bias")?,
+            has_recurrent_bias: p.bool("recurrentBias")?,
+            reset_after: p.bool("resetAfter")?,
+            layout: GruWeightLayout::from_name(&p.string("layout")?)?,
+            activations: p.activations()?,
+        }),
+        "lstm" => Op::Lstm(LstmOptions {
+            steps: p.u32("steps")?,
+            hidden_size: p.u32("hiddenSize")?,
+            has_bias: p.bool("bias")?,
+            has_recurrent_bias: p.bool("recurrentBias")?,
+            has_peephole_weight: p.bool("peepholeWeight")?,
+            has_initial_hidden_state: p.bool("initialHiddenState")?,
+            has_initial_cell_state: p.bool("initialCellState")?,
+            return_sequence: p.bool("returnSequence")?,
+            direction: RecurrentDirection::from_name(&p.string("direction")?)?,
+            layout: LstmWeightLayout::from_name(&p.string("layout")?)?,
+            activations: p.activations()?,
+        }),
+        "lstmCell" => Op::LstmCell(LstmCellOptions {
+            hidden_size: p.u32("hiddenSize")?,
+            has_bias: p.bool("bias")?,
+            has_recurrent_bias: p.bool("recurrentBias")?,
+            has_peephole_weight: p.bool("peepholeWeight")?,
+            layout: LstmWeightLayout::from_name(&p.string("layout")?)?,
+            activations: p.activations()?,
+        }),
 
         other => return Err(Error::NotSupported(format!("{other}() is not supported by this implementation yet"))),
     })

@@ -82,6 +82,9 @@ pub fn all() -> Vec<OpLimits> {
     all.extend(crate::ops::conv2d::limits());
     all.extend(crate::ops::pool2d::limits());
     all.extend(crate::ops::batch_normalization::limits());
+    all.extend(crate::ops::resample2d::limits());
+    all.extend(crate::ops::quantization::limits());
+    all.extend(crate::ops::recurrent::limits());
     all.sort_by_key(|l| l.name);
     all
 }
@@ -119,6 +122,11 @@ pub fn check_input_count(op: &Op, count: usize) -> Result<()> {
         }
         Op::InstanceNormalization(o) => {
             let n = 1 + o.has_scale as usize + o.has_bias as usize;
+            n..=n
+        }
+        Op::QuantizeLinear | Op::DequantizeLinear => 3..=3,
+        Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => {
+            let n = crate::ops::recurrent::input_count(op);
             n..=n
         }
         Op::Concat { .. } => 1..=usize::MAX,

@@ -16,8 +16,11 @@ pub mod matmul;
 pub mod movement;
 pub mod normalization;
 pub mod pool2d;
+pub mod quantization;
+pub mod recurrent;
 pub mod reduce;
 pub mod reference;
+pub mod resample2d;
 pub mod reshape;
 pub mod slice;
 pub mod softmax;
@@ -58,6 +61,13 @@ pub enum Op {
     Pool2d(pool2d::PoolKind, pool2d::Pool2dOptions),
     BatchNormalization(batch_normalization::BatchNormalizationOptions),
     InstanceNormalization(batch_normalization::InstanceNormalizationOptions),
+    Resample2d(resample2d::Resample2dOptions),
+    QuantizeLinear,
+    DequantizeLinear,
+    Gru(recurrent::GruOptions),
+    GruCell(recurrent::GruCellOptions),
+    Lstm(recurrent::LstmOptions),
+    LstmCell(recurrent::LstmCellOptions),
 }
 
 impl Op {
@@ -87,6 +97,13 @@ impl Op {
             Op::Pool2d(kind, _) => kind.name(),
             Op::BatchNormalization(_) => "batchNormalization",
             Op::InstanceNormalization(_) => "instanceNormalization",
+            Op::Resample2d(_) => "resample2d",
+            Op::QuantizeLinear => "quantizeLinear",
+            Op::DequantizeLinear => "dequantizeLinear",
+            Op::Gru(_) => "gru",
+            Op::GruCell(_) => "gruCell",
+            Op::Lstm(_) => "lstm",
+            Op::LstmCell(_) => "lstmCell",
         }
     }
 }
@@ -118,6 +135,10 @@ pub fn validate(op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDes
         Op::Pool2d(kind, o) => pool2d::validate(*kind, o, inputs),
         Op::BatchNormalization(o) => batch_normalization::validate_batch_normalization(o, inputs),
         Op::InstanceNormalization(o) => batch_normalization::validate_instance_normalization(o, inputs),
+        Op::Resample2d(o) => resample2d::validate(o, inputs),
+        Op::QuantizeLinear => quantization::validate_quantize_linear(inputs),
+        Op::DequantizeLinear => quantization::validate_dequantize_linear(inputs),
+        Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => recurrent::validate(op, inputs),
     }
 }
 
@@ -147,6 +168,10 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
         Op::Pool2d(kind, o) => pool2d::lower(*kind, o, cx),
         Op::BatchNormalization(o) => batch_normalization::lower_batch_normalization(o, cx),
         Op::InstanceNormalization(o) => batch_normalization::lower_instance_normalization(o, cx),
+        Op::Resample2d(o) => resample2d::lower(o, cx),
+        Op::QuantizeLinear => quantization::lower_quantize_linear(cx),
+        Op::DequantizeLinear => quantization::lower_dequantize_linear(cx),
+        Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => recurrent::lower(op, cx),
     }
 }
 
@@ -176,5 +201,9 @@ pub fn reference(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) 
         Op::Pool2d(kind, o) => pool2d::reference(*kind, o, inputs, outputs),
         Op::BatchNormalization(o) => batch_normalization::reference_batch_normalization(o, inputs, outputs),
         Op::InstanceNormalization(o) => batch_normalization::reference_instance_normalization(o, inputs, outputs),
+        Op::Resample2d(o) => resample2d::reference(o, inputs, outputs),
+        Op::QuantizeLinear => quantization::reference_quantize_linear(inputs, outputs),
+        Op::DequantizeLinear => quantization::reference_dequantize_linear(inputs, outputs),
+        Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => recurrent::reference(op, inputs, outputs),
     }
 }

@@ -1,0 +1,195 @@
+//! resample2d: nearest-neighbor or bilinear resampling of two axes of a 4-D tensor.
+//!
+//! The coordinate transformation is the spec's: `scale = outputSize / inputSize` (the sizes
+//! after the output shape is computed, so given `scales` only determine the output size),
+//! `inputCoordinate = clamp((outputCoordinate + 0.5) / scale - 0.5, 0, inputSize - 1)`;
+//! nearest-neighbor takes `ceil(inputCoordinate - 0.5)` (ties round down), linear interpolates
+//! between `floor` and `ceil` of the coordinate.
+
+use crate::error::{Error, Result};
+use crate::graph::operand::strides;
+use crate::graph::OperandDescriptor;
+use crate::ops::conv2d::valid_dimension;
+use crate::ops::limits::{self, OpLimits, FLOATS};
+use crate::ops::reference::{coords, round_to, HostTensor};
+use crate::ops::wgsl::{coords_fn, ElementwiseKernel, LowerContext, Lowering};
+
+/// `MLInterpolationMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InterpolationMode {
+    #[default]
+    NearestNeighbor,
+    Linear,
+}
+
+impl InterpolationMode {
+    pub fn from_name(name: &str) -> Result<InterpolationMode> {
+        match name {
+            "nearest-neighbor" => Ok(InterpolationMode::NearestNeighbor),
+            "linear" => Ok(InterpolationMode::Linear),
+            _ => Err(Error::Type(format!("'{name}' is not a valid MLInterpolationMode"))),
+        }
+    }
+}
+
+/// `MLResample2dOptions`; absent lists are `None`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Resample2dOptions {
+    pub mode: InterpolationMode,
+    pub scales: Option<Vec<f64>>,
+    pub sizes: Option<Vec<u32>>,
+    pub axes: Option<Vec<u32>>,
+}
+
+impl Resample2dOptions {
+    fn axes(&self) -> [usize; 2] {
+        match self.axes.as_deref() {
+            Some([a, b]) => [*a as usize, *b as usize],
+            _ => [2, 3],
+        }
+    }
+}
+
+pub fn limits() -> Vec<OpLimits> {
+    vec![OpLimits {
+        name: "resample2d",
+        operands: vec![limits::tensor("input", FLOATS, 4, 4), limits::tensor("output", FLOATS, 4, 4)],
+    }]
+}
+
+pub fn validate(o: &Resample2dOptions, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let input = inputs[0];
+    limits::check(&limits::of("resample2d")?.operands[0], input)?;
+    let scales = o.scales.clone().unwrap_or_else(|| vec![1.0, 1.0]);
+    // NaN scales are rejected with the non-positive ones.
+    if scales.len() != 2 || scales.iter().any(|&s| s.is_nan() || s <= 0.0) {
+        return Err(Error::Type(format!("resample2d: scales {scales:?} must be 2 positive values")));
+    }
+    if let Some(sizes) = &o.sizes {
+        if sizes.len() != 2 || sizes.contains(&0) {
+            return Err(Error::Type(format!("resample2d: sizes {sizes:?} must be 2 positive values")));
+        }
+    }
+    if let Some(axes) = &o.axes {
+        // The options say "a list of length 2"; every later step indexes two axes.
+        if axes.len() != 2 {
+            return Err(Error::Type(format!("resample2d: axes {axes:?} must have 2 values")));
+        }
+        if axes[0] == axes[1] {
+            return Err(Error::Type(format!("resample2d: axes {axes:?} has duplicate values")));
+        }
+        if let Some(a) = axes.iter().find(|&&a| a as usize >= input.rank()) {
+            return Err(Error::Type(format!("resample2d: axis {a} is out of the range 0 to {}", input.rank())));
+        }
+    }
+    let mut shape = input.shape.clone();
+    for (index, axis) in o.axes().into_iter().enumerate() {
+        let size = match &o.sizes {
+            Some(sizes) => sizes[index] as i128,
+            None => {
+                let s = (input.shape[axis] as f64 * scales[index] as f32 as f64).floor();
+                if s.is_finite() { s.min(i64::MAX as f64) as i128 } else { i128::MAX }
+            }
+        };
+        shape[axis] = valid_dimension("resample2d output size", size)?;
+    }
+    Ok(vec![OperandDescriptor::new(input.data_type, shape)])
+}
+
+pub fn lower(o: &Resample2dOptions, cx: &LowerContext) -> Result<Lowering> {
+    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+    let in_strides = strides(&input.shape);
+    let mut helpers = coords_fn("out", &out.shape);
+    let offset: Vec<String> = (0..4).map(|a| format!("d[{a}] * {}u", in_strides[a])).collect();
+    helpers += &format!("fn offset_in(d: array<u32, 4>) -> u32 {{ return {}; }}\n", offset.join(" + "));
+    // Source coordinate along one axis: `n / size` with `n = (2o + 1) * in - out` over `2 out`
+    // gives `inputCoordinate` exactly for nearest-neighbor (integers), and as f32 for linear.
+    helpers += "fn nearest(o: u32, inp: u32, outp: u32) -> u32 {
+    let n = i32((2u * o + 1u) * inp) - 2 * i32(outp);
+    let d = 2 * i32(outp);
+    // ceil(n / d) for a positive d.
+    let q = select(-((-n) / d), (n + d - 1) / d, n > 0);
+    return u32(clamp(q, 0, i32(inp) - 1));
+}
+fn source(o: u32, inp: u32, outp: u32) -> f32 {
+    return clamp(f32((2u * o + 1u) * inp) / f32(2u * outp) - 0.5, 0.0, f32(inp - 1u));
+}
+";
+    let [a0, a1] = o.axes();
+    let (i0, i1, o0, o1) = (input.shape[a0], input.shape[a1], out.shape[a0], out.shape[a1]);
+    let body = match o.mode {
+        InterpolationMode::NearestNeighbor => format!(
+            "    var d = coords_out(i);
+    d[{a0}] = nearest(d[{a0}], {i0}u, {o0}u);
+    d[{a1}] = nearest(d[{a1}], {i1}u, {o1}u);
+    return load_input(offset_in(d));"
+        ),
+        InterpolationMode::Linear => format!(
+            "    let c = coords_out(i);
+    let x = source(c[{a0}], {i0}u, {o0}u);
+    let y = source(c[{a1}], {i1}u, {o1}u);
+    let x0 = u32(floor(x)); let x1 = u32(ceil(x));
+    let y0 = u32(floor(y)); let y1 = u32(ceil(y));
+    let tx = x - floor(x); let ty = y - floor(y);
+    var d = c;
+    d[{a0}] = x0; d[{a1}] = y0; let v00 = load_input(offset_in(d));
+    d[{a0}] = x1; let v10 = load_input(offset_in(d));
+    d[{a1}] = y1; let v11 = load_input(offset_in(d));
+    d[{a0}] = x0; let v01 = load_input(offset_in(d));
+    let vy0 = v00 * (1.0 - tx) + v10 * tx;
+    let vy1 = v01 * (1.0 - tx) + v11 * tx;
+    return vy0 * (1.0 - ty) + vy1 * ty;"
+        ),
+    };
+    let launch = ElementwiseKernel { inputs: vec![("input", input)], output: out, helpers, body }.build()?;
+    Ok(Lowering::single(launch))
+}
+
+/// `inputCoordinate` of the spec. `(o + 0.5) * in` is exact, so a coordinate that is a whole
+/// number plus one half comes out exact and nearest-neighbor's ties are decided exactly.
+fn input_coordinate(o: usize, input_size: u32, output_size: u32) -> f64 {
+    let unclamped = (o as f64 + 0.5) * input_size as f64 / output_size as f64 - 0.5;
+    unclamped.clamp(0.0, input_size as f64 - 1.0)
+}
+
+pub fn reference(o: &Resample2dOptions, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    let input = &inputs[0];
+    let out = &outputs[0];
+    let [a0, a1] = o.axes();
+    let in_shape = input.shape();
+    let in_strides = strides(in_shape);
+    let at = |d: &[usize]| -> f64 {
+        let index: u64 = d.iter().zip(&in_strides).map(|(&c, &s)| c as u64 * s).sum();
+        input.data[index as usize]
+    };
+    let data = (0..out.element_count() as usize)
+        .map(|i| {
+            let c = coords(i, &out.shape);
+            let x = input_coordinate(c[a0], in_shape[a0], out.shape[a0]);
+            let y = input_coordinate(c[a1], in_shape[a1], out.shape[a1]);
+            let mut d = c.clone();
+            let v = match o.mode {
+                InterpolationMode::NearestNeighbor => {
+                    d[a0] = (x - 0.5).ceil() as usize;
+                    d[a1] = (y - 0.5).ceil() as usize;
+                    at(&d)
+                }
+                InterpolationMode::Linear => {
+                    let (x0, x1, y0, y1) = (x.floor(), x.ceil(), y.floor(), y.ceil());
+                    let (tx, ty) = (x - x0, y - y0);
+                    let mut value = |xi: f64, yi: f64| {
+                        d[a0] = xi as usize;
+                        d[a1] = yi as usize;
+                        at(&d)
+                    };
+                    let (v00, v10, v01, v11) = (value(x0, y0), value(x1, y0), value(x0, y1), value(x1, y1));
+                    let vy0 = v00 * (1.0 - tx) + v10 * tx;
+                    let vy1 = v01 * (1.0 - tx) + v11 * tx;
+                    vy0 * (1.0 - ty) + vy1 * ty
+                }
+            };
+            round_to(v, out.data_type)
+        })
+        .collect();
+    Ok(vec![HostTensor::new(out.clone(), data)?])
+}
