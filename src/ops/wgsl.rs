@@ -260,15 +260,21 @@ impl ElementwiseKernel<'_> {
     }
 }
 
+/// Declarations that [`literal`] relies on for NaN and infinities; the pipeline cache adds them
+/// to every kernel that uses them.
+pub const NONFINITE_PRELUDE: &str = "var<private> webnn_nan_bits: u32 = 0x7fc00000u;\nvar<private> webnn_inf_bits: u32 = 0x7f800000u;\nvar<private> webnn_neg_inf_bits: u32 = 0xff800000u;\n";
+
 /// A WGSL literal of value type `vt` for a number (used for baked-in options like `alpha`).
 pub fn literal(value: f64, vt: &str) -> String {
     match vt {
         "f32" => {
             let v = value as f32;
+            // Browsers' WGSL compilers reject non-finite constant expressions, so these read
+            // the bits from module-scope variables (see NONFINITE_PRELUDE).
             if v.is_nan() {
-                "bitcast<f32>(0x7fc00000u)".into()
+                "bitcast<f32>(webnn_nan_bits)".into()
             } else if v.is_infinite() {
-                if v > 0.0 { "bitcast<f32>(0x7f800000u)".into() } else { "bitcast<f32>(0xff800000u)".into() }
+                if v > 0.0 { "bitcast<f32>(webnn_inf_bits)".into() } else { "bitcast<f32>(webnn_neg_inf_bits)".into() }
             } else {
                 format!("bitcast<f32>({}u)", v.to_bits())
             }

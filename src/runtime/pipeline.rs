@@ -64,6 +64,11 @@ impl PipelineCache {
         }
         let layout = self.layout(device, reads, writes);
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let source = if source.contains("bitcast<f32>(webnn_") {
+            format!("{}{source}", crate::ops::wgsl::NONFINITE_PRELUDE)
+        } else {
+            source.to_string()
+        };
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("webnn kernel"),
             source: wgpu::ShaderSource::Wgsl(source.into()),
