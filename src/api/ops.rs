@@ -8,12 +8,15 @@ use wasm_bindgen::{JsCast, JsValue};
 use crate::error::{Error, Result};
 use crate::graph::DataType;
 use crate::ops::activation::Activation;
+use crate::ops::batch_normalization::{BatchNormalizationOptions, InstanceNormalizationOptions};
 use crate::ops::concat::Splits;
+use crate::ops::conv2d::{Conv2dFilterLayout, Conv2dOptions, ConvTranspose2dFilterLayout, ConvTranspose2dOptions, InputLayout};
 use crate::ops::elementwise_binary::BinaryOp;
 use crate::ops::elementwise_unary::UnaryOp;
 use crate::ops::logical::LogicalOp;
 use crate::ops::matmul::GemmOptions;
 use crate::ops::normalization::LayerNormalizationOptions;
+use crate::ops::pool2d::{Pool2dOptions, PoolKind, RoundingType};
 use crate::ops::recurrent::{
     GruCellOptions, GruOptions, GruWeightLayout, LstmCellOptions, LstmOptions, LstmWeightLayout, RecurrentActivation,
     RecurrentDirection,
@@ -129,6 +132,20 @@ pub fn op_from_js(name: &str, p: &Params) -> Result<Op> {
     let reduce = |op| -> Result<Op> {
         Ok(Op::Reduce(op, ReduceOptions { axes: p.opt_u32s("axes")?, keep_dimensions: p.bool("keepDimensions")? }))
     };
+    let pool = |kind| -> Result<Op> {
+        Ok(Op::Pool2d(
+            kind,
+            Pool2dOptions {
+                window_dimensions: p.opt_u32s("windowDimensions")?,
+                padding: p.opt_u32s("padding")?,
+                strides: p.opt_u32s("strides")?,
+                dilations: p.opt_u32s("dilations")?,
+                layout: InputLayout::from_name(&p.string("layout")?)?,
+                output_shape_rounding: RoundingType::from_name(&p.string("outputShapeRounding")?)?,
+                output_sizes: p.opt_u32s("outputSizes")?,
+            },
+        ))
+    };
     Ok(match name {
         "add" => Op::Binary(BinaryOp::Add),
         "sub" => Op::Binary(BinaryOp::Sub),
@@ -222,6 +239,41 @@ pub fn op_from_js(name: &str, p: &Params) -> Result<Op> {
             has_scale: p.bool("scale")?,
             has_bias: p.bool("bias")?,
         }),
+        "batchNormalization" => Op::BatchNormalization(BatchNormalizationOptions {
+            axis: p.u32("axis")?,
+            epsilon: p.f64("epsilon")?,
+            has_scale: p.bool("scale")?,
+            has_bias: p.bool("bias")?,
+        }),
+        "instanceNormalization" => Op::InstanceNormalization(InstanceNormalizationOptions {
+            epsilon: p.f64("epsilon")?,
+            layout: InputLayout::from_name(&p.string("layout")?)?,
+            has_scale: p.bool("scale")?,
+            has_bias: p.bool("bias")?,
+        }),
+        "conv2d" => Op::Conv2d(Conv2dOptions {
+            padding: p.opt_u32s("padding")?,
+            strides: p.opt_u32s("strides")?,
+            dilations: p.opt_u32s("dilations")?,
+            groups: p.u32("groups")?,
+            input_layout: InputLayout::from_name(&p.string("inputLayout")?)?,
+            filter_layout: Conv2dFilterLayout::from_name(&p.string("filterLayout")?)?,
+            has_bias: p.bool("bias")?,
+        }),
+        "convTranspose2d" => Op::ConvTranspose2d(ConvTranspose2dOptions {
+            padding: p.opt_u32s("padding")?,
+            strides: p.opt_u32s("strides")?,
+            dilations: p.opt_u32s("dilations")?,
+            output_padding: p.opt_u32s("outputPadding")?,
+            output_sizes: p.opt_u32s("outputSizes")?,
+            groups: p.u32("groups")?,
+            input_layout: InputLayout::from_name(&p.string("inputLayout")?)?,
+            filter_layout: ConvTranspose2dFilterLayout::from_name(&p.string("filterLayout")?)?,
+            has_bias: p.bool("bias")?,
+        }),
+        "averagePool2d" => pool(PoolKind::Average)?,
+        "l2Pool2d" => pool(PoolKind::L2)?,
+        "maxPool2d" => pool(PoolKind::Max)?,
         "cast" => Op::Cast { data_type: p.data_type("dataType")? },
         "where" => Op::Where,
 
