@@ -3,10 +3,12 @@
 //! reference and its `opSupportLimits()` entry; this file only routes [`Op`] to the family.
 
 pub mod activation;
+pub mod arg_min_max;
 pub mod batch_normalization;
 pub mod cast;
 pub mod concat;
 pub mod conv2d;
+pub mod cumulative_sum;
 pub mod elementwise_binary;
 pub mod elementwise_unary;
 pub mod gather;
@@ -15,13 +17,18 @@ pub mod logical;
 pub mod matmul;
 pub mod movement;
 pub mod normalization;
+pub mod pad;
 pub mod pool2d;
 pub mod reduce;
 pub mod reference;
 pub mod reshape;
+pub mod reverse;
+pub mod scatter;
 pub mod slice;
 pub mod softmax;
+pub mod tile;
 pub mod transpose;
+pub mod triangular;
 pub mod wgsl;
 pub mod where_op;
 
@@ -58,6 +65,16 @@ pub enum Op {
     Pool2d(pool2d::PoolKind, pool2d::Pool2dOptions),
     BatchNormalization(batch_normalization::BatchNormalizationOptions),
     InstanceNormalization(batch_normalization::InstanceNormalizationOptions),
+    GatherElements { axis: u32 },
+    GatherNd,
+    ScatterElements { axis: u32 },
+    ScatterNd,
+    CumulativeSum(cumulative_sum::CumulativeSumOptions),
+    Triangular(triangular::TriangularOptions),
+    Tile { repetitions: Vec<u32> },
+    Reverse { axes: Option<Vec<u32>> },
+    Pad(pad::PadOptions),
+    ArgMinMax(arg_min_max::ArgKind, arg_min_max::ArgMinMaxOptions),
 }
 
 impl Op {
@@ -87,6 +104,16 @@ impl Op {
             Op::Pool2d(kind, _) => kind.name(),
             Op::BatchNormalization(_) => "batchNormalization",
             Op::InstanceNormalization(_) => "instanceNormalization",
+            Op::GatherElements { .. } => "gatherElements",
+            Op::GatherNd => "gatherND",
+            Op::ScatterElements { .. } => "scatterElements",
+            Op::ScatterNd => "scatterND",
+            Op::CumulativeSum(_) => "cumulativeSum",
+            Op::Triangular(_) => "triangular",
+            Op::Tile { .. } => "tile",
+            Op::Reverse { .. } => "reverse",
+            Op::Pad(_) => "pad",
+            Op::ArgMinMax(kind, _) => kind.name(),
         }
     }
 }
@@ -118,6 +145,16 @@ pub fn validate(op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDes
         Op::Pool2d(kind, o) => pool2d::validate(*kind, o, inputs),
         Op::BatchNormalization(o) => batch_normalization::validate_batch_normalization(o, inputs),
         Op::InstanceNormalization(o) => batch_normalization::validate_instance_normalization(o, inputs),
+        Op::GatherElements { axis } => gather::validate_elements(*axis, inputs),
+        Op::GatherNd => gather::validate_nd(inputs),
+        Op::ScatterElements { axis } => scatter::validate_elements(*axis, inputs),
+        Op::ScatterNd => scatter::validate_nd(inputs),
+        Op::CumulativeSum(o) => cumulative_sum::validate(o, inputs),
+        Op::Triangular(_) => triangular::validate(inputs),
+        Op::Tile { repetitions } => tile::validate(repetitions, inputs),
+        Op::Reverse { axes } => reverse::validate(axes.as_deref(), inputs),
+        Op::Pad(o) => pad::validate(o, inputs),
+        Op::ArgMinMax(kind, o) => arg_min_max::validate(*kind, o, inputs),
     }
 }
 
@@ -147,6 +184,16 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
         Op::Pool2d(kind, o) => pool2d::lower(*kind, o, cx),
         Op::BatchNormalization(o) => batch_normalization::lower_batch_normalization(o, cx),
         Op::InstanceNormalization(o) => batch_normalization::lower_instance_normalization(o, cx),
+        Op::GatherElements { axis } => gather::lower_elements(*axis, cx),
+        Op::GatherNd => gather::lower_nd(cx),
+        Op::ScatterElements { axis } => scatter::lower_elements(*axis, cx),
+        Op::ScatterNd => scatter::lower_nd(cx),
+        Op::CumulativeSum(o) => cumulative_sum::lower(o, cx),
+        Op::Triangular(o) => triangular::lower(o, cx),
+        Op::Tile { .. } => tile::lower(cx),
+        Op::Reverse { axes } => reverse::lower(axes.as_deref(), cx),
+        Op::Pad(o) => pad::lower(o, cx),
+        Op::ArgMinMax(kind, o) => arg_min_max::lower(*kind, o, cx),
     }
 }
 
@@ -176,5 +223,15 @@ pub fn reference(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) 
         Op::Pool2d(kind, o) => pool2d::reference(*kind, o, inputs, outputs),
         Op::BatchNormalization(o) => batch_normalization::reference_batch_normalization(o, inputs, outputs),
         Op::InstanceNormalization(o) => batch_normalization::reference_instance_normalization(o, inputs, outputs),
+        Op::GatherElements { axis } => gather::reference_elements(*axis, inputs, outputs),
+        Op::GatherNd => gather::reference_nd(inputs, outputs),
+        Op::ScatterElements { axis } => scatter::reference_elements(*axis, inputs, outputs),
+        Op::ScatterNd => scatter::reference_nd(inputs, outputs),
+        Op::CumulativeSum(o) => cumulative_sum::reference(o, inputs, outputs),
+        Op::Triangular(o) => triangular::reference(o, inputs, outputs),
+        Op::Tile { .. } => tile::reference(inputs, outputs),
+        Op::Reverse { axes } => reverse::reference(axes.as_deref(), inputs, outputs),
+        Op::Pad(o) => pad::reference(o, inputs, outputs),
+        Op::ArgMinMax(kind, o) => arg_min_max::reference(*kind, o, inputs, outputs),
     }
 }
