@@ -93,8 +93,8 @@ pub fn validate_nd(inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescripto
     Ok(vec![input.clone()])
 }
 
-/// The three launches; `target` is WGSL computing `target`, the output offset of update `i`.
-fn lower_with_target(cx: &LowerContext, helpers: String, target: String) -> Result<Lowering> {
+/// The three launches; `dest` is WGSL computing `dest`, the output offset of update `i`.
+fn lower_with_dest(cx: &LowerContext, helpers: String, dest: String) -> Result<Lowering> {
     let (input, updates, out) = (cx.inputs[0], cx.inputs[2], cx.outputs[0]);
     let count = out.element_count();
     let main = |limit: u64, body: &str| {
@@ -116,7 +116,7 @@ fn lower_with_target(cx: &LowerContext, helpers: String, target: String) -> Resu
     let claim = Launch {
         source: format!(
             "@group(0) @binding(0) var<storage, read> indices: array<u32>;\n@group(0) @binding(1) var<storage, read_write> winner: array<atomic<u32>>;\nfn bits_indices(i: u32) -> u32 {{ return indices[i]; }}\n{helpers}{}",
-            main(update_count, &format!("{target}    atomicMax(&winner[target], i + 1u);"))
+            main(update_count, &format!("{dest}    atomicMax(&winner[dest], i + 1u);"))
         ),
         reads: vec![BufRef::Input(1)],
         writes: vec![BufRef::Scratch(0)],
@@ -143,23 +143,23 @@ pub fn lower_elements(axis: u32, cx: &LowerContext) -> Result<Lowering> {
     let (input, indices) = (cx.inputs[0], cx.inputs[1]);
     let axis = axis as usize;
     let helpers = coords_fn("updates", &indices.shape) + &position_fn(indices.data_type);
-    let target = format!(
-        "    let c = coords_updates(i);\n    let p = position(bits_indices(i), {}u);\n    let target = {};\n",
+    let dest = format!(
+        "    let c = coords_updates(i);\n    let p = position(bits_indices(i), {}u);\n    let dest = {};\n",
         input.shape[axis],
         elements_offset(&input.shape, axis)
     );
-    lower_with_target(cx, helpers, target)
+    lower_with_dest(cx, helpers, dest)
 }
 
 pub fn lower_nd(cx: &LowerContext) -> Result<Lowering> {
     let (input, indices) = (cx.inputs[0], cx.inputs[1]);
     let k = indices.shape[indices.rank() - 1] as usize;
     let inner: u64 = input.shape[k..].iter().map(|&d| d as u64).product();
-    let target = format!(
-        "    let j = i / {inner}u;\n    let r = i % {inner}u;\n{}    let target = base + r;\n",
+    let dest = format!(
+        "    let j = i / {inner}u;\n    let r = i % {inner}u;\n{}    let dest = base + r;\n",
         nd_base(&input.shape, k)
     );
-    lower_with_target(cx, position_fn(indices.data_type), target)
+    lower_with_dest(cx, position_fn(indices.data_type), dest)
 }
 
 /// Applies the updates to a copy of the input one by one in row-major order (the last wins).
