@@ -115,7 +115,12 @@ pub fn lower(kind: ArgKind, o: &ArgMinMaxOptions, cx: &LowerContext) -> Result<L
     }))
 }
 
-pub fn reference(kind: ArgKind, o: &ArgMinMaxOptions, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+pub fn reference(
+    kind: ArgKind,
+    o: &ArgMinMaxOptions,
+    inputs: &[HostTensor],
+    outputs: &[OperandDescriptor],
+) -> Result<Vec<HostTensor>> {
     let input = &inputs[0];
     let axis = o.axis as usize;
     let (outer, inner) = outer_inner(input.shape(), axis);

@@ -80,15 +80,23 @@ pub fn lower(o: &CumulativeSumOptions, cx: &LowerContext) -> Result<Lowering> {
         return Ok(Lowering::single(scan(BufRef::Output(0))));
     }
     let sums = OperandDescriptor::new(DataType::Float32, input.shape.clone());
-    let mut pack =
-        ElementwiseKernel { inputs: vec![("sums", &sums)], output: out, helpers: String::new(), body: "    return load_sums(i);".into() }
-            .build()?;
+    let mut pack = ElementwiseKernel {
+        inputs: vec![("sums", &sums)],
+        output: out,
+        helpers: String::new(),
+        body: "    return load_sums(i);".into(),
+    }
+    .build()?;
     pack.reads = vec![BufRef::Scratch(0)];
     Ok(Lowering::Kernels { scratch: vec![sums.byte_length()], launches: vec![scan(BufRef::Scratch(0)), pack] })
 }
 
 /// Running sums in float64, rounded to the output type.
-pub fn reference(o: &CumulativeSumOptions, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+pub fn reference(
+    o: &CumulativeSumOptions,
+    inputs: &[HostTensor],
+    outputs: &[OperandDescriptor],
+) -> Result<Vec<HostTensor>> {
     let input = &inputs[0];
     let axis = o.axis as usize;
     let (outer, inner) = outer_inner(input.shape(), axis);

@@ -105,11 +105,14 @@ pub fn lower(o: &PadOptions, cx: &LowerContext) -> Result<Lowering> {
         body += &format!("    let x{k} = i32(c[{k}]) - {begin};\n");
         let x = match o.mode {
             PaddingMode::Constant => {
-                body += &format!("    if (x{k} < 0 || x{k} > {last}) {{ return {}u; }}\n", constant_bits(o.value, input)?);
+                body +=
+                    &format!("    if (x{k} < 0 || x{k} > {last}) {{ return {}u; }}\n", constant_bits(o.value, input)?);
                 format!("u32(x{k})")
             }
             PaddingMode::Edge => format!("u32(clamp(x{k}, 0, {last}))"),
-            PaddingMode::Reflection => format!("u32(select(select(x{k}, {} - x{k}, x{k} > {last}), -x{k}, x{k} < 0))", 2 * last as i64),
+            PaddingMode::Reflection => {
+                format!("u32(select(select(x{k}, {} - x{k}, x{k} > {last}), -x{k}, x{k} < 0))", 2 * last as i64)
+            }
         };
         body += &format!("    offset += {x} * {}u;\n", s[k]);
     }

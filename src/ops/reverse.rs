@@ -67,7 +67,11 @@ pub fn lower(axes: Option<&[u32]>, cx: &LowerContext) -> Result<Lowering> {
     Ok(Lowering::single(launch))
 }
 
-pub fn reference(axes: Option<&[u32]>, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+pub fn reference(
+    axes: Option<&[u32]>,
+    inputs: &[HostTensor],
+    outputs: &[OperandDescriptor],
+) -> Result<Vec<HostTensor>> {
     let input = &inputs[0];
     let shape = input.shape();
     let flip = reversed(axes, shape.len());

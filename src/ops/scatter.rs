@@ -133,7 +133,9 @@ fn lower_with_dest(cx: &LowerContext, helpers: String, dest: String) -> Result<L
         output: BufRef::Output(0),
         output_descriptor: out,
         helpers: String::new(),
-        body: "    let w = bits_winner(i);\n    if (w == 0u) { return bits_input(i); }\n    return bits_updates(w - 1u);".into(),
+        body:
+            "    let w = bits_winner(i);\n    if (w == 0u) { return bits_input(i); }\n    return bits_updates(w - 1u);"
+                .into(),
     }
     .build()?;
     Ok(Lowering::Kernels { scratch: vec![count * 4], launches: vec![clear, claim, copy] })

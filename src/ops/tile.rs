@@ -23,10 +23,7 @@ pub fn validate(repetitions: &[u32], inputs: &[&OperandDescriptor]) -> Result<Ve
     let input = inputs[0];
     limits::check(&limits::of("tile")?.operands[0], input)?;
     if repetitions.len() != input.rank() {
-        return Err(Error::Type(format!(
-            "repetitions {repetitions:?} must have the input's rank {}",
-            input.rank()
-        )));
+        return Err(Error::Type(format!("repetitions {repetitions:?} must have the input's rank {}", input.rank())));
     }
     if repetitions.contains(&0) {
         return Err(Error::Type(format!("repetitions {repetitions:?} contain 0")));

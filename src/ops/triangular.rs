@@ -67,7 +67,11 @@ pub fn lower(o: &TriangularOptions, cx: &LowerContext) -> Result<Lowering> {
     Ok(Lowering::single(launch))
 }
 
-pub fn reference(o: &TriangularOptions, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+pub fn reference(
+    o: &TriangularOptions,
+    inputs: &[HostTensor],
+    outputs: &[OperandDescriptor],
+) -> Result<Vec<HostTensor>> {
     let input = &inputs[0];
     let (rows, cols) = matrix(input.shape());
     let data = input
