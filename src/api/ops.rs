@@ -9,6 +9,10 @@ use crate::error::{Error, Result};
 use crate::graph::DataType;
 use crate::ops::activation::Activation;
 use crate::ops::batch_normalization::{BatchNormalizationOptions, InstanceNormalizationOptions};
+use crate::ops::arg_min_max::{ArgKind, ArgMinMaxOptions};
+use crate::ops::cumulative_sum::CumulativeSumOptions;
+use crate::ops::pad::{PadOptions, PaddingMode};
+use crate::ops::triangular::TriangularOptions;
 use crate::ops::concat::Splits;
 use crate::ops::conv2d::{Conv2dFilterLayout, Conv2dOptions, ConvTranspose2dFilterLayout, ConvTranspose2dOptions, InputLayout};
 use crate::ops::elementwise_binary::BinaryOp;
@@ -57,6 +61,15 @@ impl Params {
             return Err(Error::Type(format!("'{key}' must be an unsigned long, got {v}")));
         }
         Ok(v as u32)
+    }
+
+    /// A `long` (the table's converter already enforced its range).
+    pub fn i32(&self, key: &str) -> Result<i32> {
+        let v = self.f64(key)?;
+        if v.fract() != 0.0 || !(i32::MIN as f64..=i32::MAX as f64).contains(&v) {
+            return Err(Error::Type(format!("'{key}' must be a long, got {v}")));
+        }
+        Ok(v as i32)
     }
 
     pub fn bool(&self, key: &str) -> Result<bool> {
@@ -276,6 +289,32 @@ pub fn op_from_js(name: &str, p: &Params) -> Result<Op> {
         "maxPool2d" => pool(PoolKind::Max)?,
         "cast" => Op::Cast { data_type: p.data_type("dataType")? },
         "where" => Op::Where,
+        "gatherElements" => Op::GatherElements { axis: p.u32("axis")? },
+        "gatherND" => Op::GatherNd,
+        "scatterElements" => Op::ScatterElements { axis: p.u32("axis")? },
+        "scatterND" => Op::ScatterNd,
+        "cumulativeSum" => Op::CumulativeSum(CumulativeSumOptions {
+            axis: p.u32("axis")?,
+            exclusive: p.bool("exclusive")?,
+            reversed: p.bool("reversed")?,
+        }),
+        "triangular" => Op::Triangular(TriangularOptions { upper: p.bool("upper")?, diagonal: p.i32("diagonal")? }),
+        "tile" => Op::Tile { repetitions: p.u32s("repetitions")? },
+        "reverse" => Op::Reverse { axes: p.opt_u32s("axes")? },
+        "pad" => Op::Pad(PadOptions {
+            beginning_padding: p.u32s("beginningPadding")?,
+            ending_padding: p.u32s("endingPadding")?,
+            mode: PaddingMode::from_name(&p.string("mode")?)?,
+            value: p.f64("value")?,
+        }),
+        "argMin" | "argMax" => Op::ArgMinMax(
+            if name == "argMin" { ArgKind::Min } else { ArgKind::Max },
+            ArgMinMaxOptions {
+                axis: p.u32("axis")?,
+                keep_dimensions: p.bool("keepDimensions")?,
+                output_data_type: p.data_type("outputDataType")?,
+            },
+        ),
 
         "resample2d" => Op::Resample2d(Resample2dOptions {
             mode: InterpolationMode::from_name(&p.string("mode")?)?,

@@ -1,28 +1,54 @@
-//! gather: takes the input's slices along an axis at the given indices.
+//! gather, gatherElements and gatherND: copies of input elements selected by an indices tensor.
 //!
-//! Seen with the axis as the middle of `[outer, N, inner]`, output element
-//! `(o, j, r)` (`j` the linear position in `indices`) is input element `(o, indices[j], r)`.
-//! Indices are clamped to `-N ..= N-1` (the spec's note: implementations clamp, as the values are
-//! only known at dispatch), and a negative index counts from the end of the dimension.
+//! - gather: seen with the axis as the middle of `[outer, N, inner]`, output element `(o, j, r)`
+//!   (`j` the linear position in `indices`) is input element `(o, indices[j], r)`.
+//! - gatherElements: output element `c` (a position in `indices`) is input element `c` with
+//!   `c[axis]` replaced by `indices[c]`.
+//! - gatherND: each row of `indices` (its last dimension) is the leading coordinates of an input
+//!   slice; output element `(j, r)` is element `r` of the slice of row `j`.
+//!
+//! Index values must lie in `-N .. N`; a negative one counts from the end of the dimension. Values
+//! are only known at dispatch, so out-of-range ones are clamped to `-N ..= N-1` (the spec's note:
+//! implementations clamp) instead of reading out of bounds.
 
 use crate::error::{Error, Result};
 use crate::graph::operand::MAX_RANK;
 use crate::graph::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, INDICES, SUPPORTED};
 use crate::ops::movement::{outer_inner, MoveKernel, Source};
-use crate::ops::reference::HostTensor;
-use crate::ops::wgsl::{BufRef, LowerContext, Lowering};
+use crate::graph::operand::strides;
+use crate::ops::reference::{coords, HostTensor};
+use crate::ops::wgsl::{coords_fn, BufRef, LowerContext, Lowering};
 
 pub fn limits() -> Vec<OpLimits> {
-    vec![OpLimits {
-        name: "gather",
-        operands: vec![
-            limits::tensor("input", SUPPORTED, 1, MAX_RANK as u32),
-            limits::tensor("indices", INDICES, 0, MAX_RANK as u32),
-            // A scalar index into a 1-D input gives a scalar.
-            limits::tensor("output", SUPPORTED, 0, MAX_RANK as u32),
-        ],
-    }]
+    let max = MAX_RANK as u32;
+    vec![
+        OpLimits {
+            name: "gather",
+            operands: vec![
+                limits::tensor("input", SUPPORTED, 1, max),
+                limits::tensor("indices", INDICES, 0, max),
+                // A scalar index into a 1-D input gives a scalar.
+                limits::tensor("output", SUPPORTED, 0, max),
+            ],
+        },
+        OpLimits {
+            name: "gatherElements",
+            operands: vec![
+                limits::tensor("input", SUPPORTED, 1, max),
+                limits::tensor("indices", INDICES, 1, max),
+                limits::tensor("output", SUPPORTED, 1, max),
+            ],
+        },
+        OpLimits {
+            name: "gatherND",
+            operands: vec![
+                limits::tensor("input", SUPPORTED, 1, max),
+                limits::tensor("indices", INDICES, 1, max),
+                limits::tensor("output", SUPPORTED, 0, max),
+            ],
+        },
+    ]
 }
 
 pub fn validate(axis: u32, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
@@ -47,7 +73,7 @@ pub fn validate(axis: u32, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandD
 }
 
 /// The input position an index value selects along an axis of size `n`.
-fn position(index: f64, n: u32) -> usize {
+pub fn position(index: f64, n: u32) -> usize {
     let clamped = index.clamp(-(n as f64), n as f64 - 1.0);
     (if clamped < 0.0 { clamped + n as f64 } else { clamped }) as usize
 }
@@ -94,6 +120,188 @@ pub fn reference(axis: u32, inputs: &[HostTensor], outputs: &[OperandDescriptor]
             let start = (o * n as usize + position(index, n)) * inner;
             data.extend_from_slice(&input.data[start..start + inner]);
         }
+    }
+    Ok(vec![HostTensor::new(outputs[0].clone(), data)?])
+}
+
+/// WGSL `fn position(bits: u32, n: u32) -> u32`: the position the raw bits of an index of
+/// `indices_type` select along a dimension of size `n`, clamped as [`position`] does.
+pub fn position_fn(indices_type: DataType) -> String {
+    match indices_type {
+        DataType::Int32 => "fn position(bits: u32, n: u32) -> u32 {\n    let v = clamp(bitcast<i32>(bits), -i32(n), i32(n) - 1);\n    return u32(select(v, v + i32(n), v < 0));\n}\n",
+        _ => "fn position(bits: u32, n: u32) -> u32 { return min(bits, n - 1u); }\n",
+    }
+    .to_string()
+}
+
+/// The steps shared by gatherElements and scatterElements: `indices` has the rank of `input` and
+/// its shape equals the input's except along `axis`.
+pub fn check_elements_indices(axis: u32, input: &OperandDescriptor, indices: &OperandDescriptor) -> Result<usize> {
+    let axis = axis as usize;
+    if axis >= input.rank() {
+        return Err(Error::Type(format!("axis {axis} is out of range for input of rank {}", input.rank())));
+    }
+    let mut expected = input.shape.clone();
+    if let (Some(e), Some(&d)) = (expected.get_mut(axis), indices.shape.get(axis)) {
+        *e = d;
+    }
+    if indices.shape != expected {
+        return Err(Error::Type(format!(
+            "indices shape {:?} must equal the input shape {:?} except along axis {axis}",
+            indices.shape, input.shape
+        )));
+    }
+    Ok(axis)
+}
+
+pub fn validate_elements(axis: u32, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let l = limits::of("gatherElements")?;
+    let (input, indices) = (inputs[0], inputs[1]);
+    limits::check(&l.operands[0], input)?;
+    limits::check(&l.operands[1], indices)?;
+    check_elements_indices(axis, input, indices)?;
+    // The spec's steps copy the input's descriptor, but its examples (and every backend) give the
+    // output the shape of `indices`, which the steps allow to differ along the axis.
+    Ok(vec![OperandDescriptor::new(input.data_type, indices.shape.clone())])
+}
+
+/// The spec's gatherND/scatterND shape step: `indices.shape[..q-1] ++ input.shape[k..]` where
+/// `k = indices.shape[q-1]` is the coordinate size.
+pub fn nd_slices_shape(input: &OperandDescriptor, indices: &OperandDescriptor) -> Result<Vec<u32>> {
+    let Some((&coordinate_size, leading)) = indices.shape.split_last() else {
+        return Err(Error::Type("indices must have rank 1 or more".into()));
+    };
+    if coordinate_size as usize > input.rank() {
+        return Err(Error::Type(format!(
+            "indices' last dimension {coordinate_size} is larger than the input rank {}",
+            input.rank()
+        )));
+    }
+    let mut shape = leading.to_vec();
+    shape.extend_from_slice(&input.shape[coordinate_size as usize..]);
+    Ok(shape)
+}
+
+pub fn validate_nd(inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let l = limits::of("gatherND")?;
+    let (input, indices) = (inputs[0], inputs[1]);
+    limits::check(&l.operands[0], input)?;
+    limits::check(&l.operands[1], indices)?;
+    let shape = nd_slices_shape(input, indices)?;
+    if shape.len() > MAX_RANK {
+        return Err(Error::Type(format!(
+            "the output rank {} is larger than the supported maximum of {MAX_RANK}",
+            shape.len()
+        )));
+    }
+    Ok(vec![OperandDescriptor::new(input.data_type, shape)])
+}
+
+/// WGSL offset of an element of `shape` at coordinates `c` (of the same rank) with `c[axis]`
+/// replaced by the position `p`.
+pub fn elements_offset(shape: &[u32], axis: usize) -> String {
+    let s = strides(shape);
+    let mut terms = vec![format!("p * {}u", s[axis])];
+    for (k, &stride) in s.iter().enumerate() {
+        if k != axis && shape[k] != 1 {
+            terms.push(format!("c[{k}] * {stride}u"));
+        }
+    }
+    terms.join(" + ")
+}
+
+pub fn lower_elements(axis: u32, cx: &LowerContext) -> Result<Lowering> {
+    let (input, indices, out) = (cx.inputs[0], cx.inputs[1], cx.outputs[0]);
+    let axis = axis as usize;
+    let body = format!(
+        "    let c = coords_out(i);\n    let p = position(bits_indices(i), {}u);\n    return bits_input({});",
+        input.shape[axis],
+        elements_offset(&input.shape, axis)
+    );
+    let launch = MoveKernel {
+        sources: vec![
+            Source { name: "input", buffer: BufRef::Input(0), descriptor: input },
+            Source { name: "indices", buffer: BufRef::Input(1), descriptor: indices },
+        ],
+        output: BufRef::Output(0),
+        output_descriptor: out,
+        helpers: coords_fn("out", &out.shape) + &position_fn(indices.data_type),
+        body,
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+/// WGSL statements computing `base`, the offset in `shape` of the slice that row `j` of the
+/// indices (`k` coordinates each) selects.
+pub fn nd_base(shape: &[u32], k: usize) -> String {
+    let s = strides(shape);
+    let mut code = "    var base = 0u;\n".to_string();
+    for d in 0..k {
+        code += &format!("    base += position(bits_indices(j * {k}u + {d}u), {}u) * {}u;\n", shape[d], s[d]);
+    }
+    code
+}
+
+pub fn lower_nd(cx: &LowerContext) -> Result<Lowering> {
+    let (input, indices, out) = (cx.inputs[0], cx.inputs[1], cx.outputs[0]);
+    let k = indices.shape[indices.rank() - 1] as usize;
+    let inner: u64 = input.shape[k..].iter().map(|&d| d as u64).product();
+    let body = format!(
+        "    let j = i / {inner}u;\n    let r = i % {inner}u;\n{}    return bits_input(base + r);",
+        nd_base(&input.shape, k)
+    );
+    let launch = MoveKernel {
+        sources: vec![
+            Source { name: "input", buffer: BufRef::Input(0), descriptor: input },
+            Source { name: "indices", buffer: BufRef::Input(1), descriptor: indices },
+        ],
+        output: BufRef::Output(0),
+        output_descriptor: out,
+        helpers: position_fn(indices.data_type),
+        body,
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+/// The linear offset in `shape` of coordinates `c` with `c[axis]` replaced by `position`.
+pub fn elements_target(shape: &[u32], c: &[usize], axis: usize, position: usize) -> usize {
+    let mut c = c.to_vec();
+    c[axis] = position;
+    crate::ops::reference::linear(&c, shape)
+}
+
+/// `output[c] = input[c with c[axis] = indices[c]]`.
+pub fn reference_elements(axis: u32, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    let (input, indices) = (&inputs[0], &inputs[1]);
+    let axis = axis as usize;
+    let n = input.shape()[axis];
+    let data = (0..indices.data.len())
+        .map(|i| {
+            let c = coords(i, indices.shape());
+            input.data[elements_target(input.shape(), &c, axis, position(indices.data[i], n))]
+        })
+        .collect();
+    Ok(vec![HostTensor::new(outputs[0].clone(), data)?])
+}
+
+/// The offset in `shape` of the slice selected by the `k` coordinates of indices row `j`.
+pub fn nd_slice_start(shape: &[u32], indices: &[f64], j: usize, k: usize) -> usize {
+    let s = strides(shape);
+    (0..k).map(|d| position(indices[j * k + d], shape[d]) * s[d] as usize).sum()
+}
+
+/// Output row `j` is the input slice that indices row `j` selects.
+pub fn reference_nd(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    let (input, indices) = (&inputs[0], &inputs[1]);
+    let k = *indices.shape().last().unwrap_or(&0) as usize;
+    let inner: usize = input.shape()[k..].iter().map(|&d| d as usize).product();
+    let rows = indices.data.len() / k.max(1);
+    let mut data = Vec::with_capacity(rows * inner);
+    for j in 0..rows {
+        let start = nd_slice_start(input.shape(), &indices.data, j, k);
+        data.extend_from_slice(&input.data[start..start + inner]);
     }
     Ok(vec![HostTensor::new(outputs[0].clone(), data)?])
 }

@@ -85,6 +85,13 @@ pub fn all() -> Vec<OpLimits> {
     all.extend(crate::ops::resample2d::limits());
     all.extend(crate::ops::quantization::limits());
     all.extend(crate::ops::recurrent::limits());
+    all.extend(crate::ops::scatter::limits());
+    all.extend(crate::ops::cumulative_sum::limits());
+    all.extend(crate::ops::triangular::limits());
+    all.extend(crate::ops::tile::limits());
+    all.extend(crate::ops::reverse::limits());
+    all.extend(crate::ops::pad::limits());
+    all.extend(crate::ops::arg_min_max::limits());
     all.sort_by_key(|l| l.name);
     all
 }
@@ -108,6 +115,8 @@ pub fn check_input_count(op: &Op, count: usize) -> Result<()> {
             n..=n
         }
         Op::Where => 3..=3,
+        Op::GatherElements { .. } | Op::GatherNd => 2..=2,
+        Op::ScatterElements { .. } | Op::ScatterNd => 3..=3,
         Op::Conv2d(o) => {
             let n = 2 + o.has_bias as usize;
             n..=n

@@ -3,10 +3,12 @@
 //! reference and its `opSupportLimits()` entry; this file only routes [`Op`] to the family.
 
 pub mod activation;
+pub mod arg_min_max;
 pub mod batch_normalization;
 pub mod cast;
 pub mod concat;
 pub mod conv2d;
+pub mod cumulative_sum;
 pub mod elementwise_binary;
 pub mod elementwise_unary;
 pub mod gather;
@@ -15,6 +17,7 @@ pub mod logical;
 pub mod matmul;
 pub mod movement;
 pub mod normalization;
+pub mod pad;
 pub mod pool2d;
 pub mod quantization;
 pub mod recurrent;
@@ -22,9 +25,13 @@ pub mod reduce;
 pub mod reference;
 pub mod resample2d;
 pub mod reshape;
+pub mod reverse;
+pub mod scatter;
 pub mod slice;
 pub mod softmax;
+pub mod tile;
 pub mod transpose;
+pub mod triangular;
 pub mod wgsl;
 pub mod where_op;
 
@@ -68,6 +75,16 @@ pub enum Op {
     GruCell(recurrent::GruCellOptions),
     Lstm(recurrent::LstmOptions),
     LstmCell(recurrent::LstmCellOptions),
+    GatherElements { axis: u32 },
+    GatherNd,
+    ScatterElements { axis: u32 },
+    ScatterNd,
+    CumulativeSum(cumulative_sum::CumulativeSumOptions),
+    Triangular(triangular::TriangularOptions),
+    Tile { repetitions: Vec<u32> },
+    Reverse { axes: Option<Vec<u32>> },
+    Pad(pad::PadOptions),
+    ArgMinMax(arg_min_max::ArgKind, arg_min_max::ArgMinMaxOptions),
 }
 
 impl Op {
@@ -104,6 +121,16 @@ impl Op {
             Op::GruCell(_) => "gruCell",
             Op::Lstm(_) => "lstm",
             Op::LstmCell(_) => "lstmCell",
+            Op::GatherElements { .. } => "gatherElements",
+            Op::GatherNd => "gatherND",
+            Op::ScatterElements { .. } => "scatterElements",
+            Op::ScatterNd => "scatterND",
+            Op::CumulativeSum(_) => "cumulativeSum",
+            Op::Triangular(_) => "triangular",
+            Op::Tile { .. } => "tile",
+            Op::Reverse { .. } => "reverse",
+            Op::Pad(_) => "pad",
+            Op::ArgMinMax(kind, _) => kind.name(),
         }
     }
 }
@@ -139,6 +166,16 @@ pub fn validate(op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDes
         Op::QuantizeLinear => quantization::validate_quantize_linear(inputs),
         Op::DequantizeLinear => quantization::validate_dequantize_linear(inputs),
         Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => recurrent::validate(op, inputs),
+        Op::GatherElements { axis } => gather::validate_elements(*axis, inputs),
+        Op::GatherNd => gather::validate_nd(inputs),
+        Op::ScatterElements { axis } => scatter::validate_elements(*axis, inputs),
+        Op::ScatterNd => scatter::validate_nd(inputs),
+        Op::CumulativeSum(o) => cumulative_sum::validate(o, inputs),
+        Op::Triangular(_) => triangular::validate(inputs),
+        Op::Tile { repetitions } => tile::validate(repetitions, inputs),
+        Op::Reverse { axes } => reverse::validate(axes.as_deref(), inputs),
+        Op::Pad(o) => pad::validate(o, inputs),
+        Op::ArgMinMax(kind, o) => arg_min_max::validate(*kind, o, inputs),
     }
 }
 
@@ -172,6 +209,16 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
         Op::QuantizeLinear => quantization::lower_quantize_linear(cx),
         Op::DequantizeLinear => quantization::lower_dequantize_linear(cx),
         Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => recurrent::lower(op, cx),
+        Op::GatherElements { axis } => gather::lower_elements(*axis, cx),
+        Op::GatherNd => gather::lower_nd(cx),
+        Op::ScatterElements { axis } => scatter::lower_elements(*axis, cx),
+        Op::ScatterNd => scatter::lower_nd(cx),
+        Op::CumulativeSum(o) => cumulative_sum::lower(o, cx),
+        Op::Triangular(o) => triangular::lower(o, cx),
+        Op::Tile { .. } => tile::lower(cx),
+        Op::Reverse { axes } => reverse::lower(axes.as_deref(), cx),
+        Op::Pad(o) => pad::lower(o, cx),
+        Op::ArgMinMax(kind, o) => arg_min_max::lower(*kind, o, cx),
     }
 }
 
@@ -205,5 +252,15 @@ pub fn reference(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) 
         Op::QuantizeLinear => quantization::reference_quantize_linear(inputs, outputs),
         Op::DequantizeLinear => quantization::reference_dequantize_linear(inputs, outputs),
         Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => recurrent::reference(op, inputs, outputs),
+        Op::GatherElements { axis } => gather::reference_elements(*axis, inputs, outputs),
+        Op::GatherNd => gather::reference_nd(inputs, outputs),
+        Op::ScatterElements { axis } => scatter::reference_elements(*axis, inputs, outputs),
+        Op::ScatterNd => scatter::reference_nd(inputs, outputs),
+        Op::CumulativeSum(o) => cumulative_sum::reference(o, inputs, outputs),
+        Op::Triangular(o) => triangular::reference(o, inputs, outputs),
+        Op::Tile { .. } => tile::reference(inputs, outputs),
+        Op::Reverse { axes } => reverse::reference(axes.as_deref(), inputs, outputs),
+        Op::Pad(o) => pad::reference(o, inputs, outputs),
+        Op::ArgMinMax(kind, o) => arg_min_max::reference(*kind, o, inputs, outputs),
     }
 }

@@ -197,3 +197,4 @@ pub fn check_op(ctx: &Context, op: &Op, inputs: &[HostTensor], ulp: u64, abs: f6
         assert_close(&gpu, &reference, ulp, abs, &what);
     }
 }
+pub mod moved;

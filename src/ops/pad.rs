@@ -1,0 +1,159 @@
+//! pad: grows each dimension by `beginningPadding` and `endingPadding` elements filled with a
+//! constant, the nearest edge element, or the mirror image of the input (without repeating the
+//! edge).
+//!
+//! Output coordinate `c` along a dimension of input size `n` maps to `x = c - begin`; inside
+//! `0 .. n` it copies input `x`. Outside, "edge" clamps `x` to `0 ..= n-1`, "reflection" takes
+//! `-x` below and `2(n-1) - x` above (validation keeps both paddings below `n`, so one reflection
+//! suffices), and "constant" writes the value cast to the input's type. Copies are raw bits.
+
+use crate::error::{Error, Result};
+use crate::graph::operand::{strides, MAX_RANK};
+use crate::graph::OperandDescriptor;
+use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::movement::{MoveKernel, Source};
+use crate::ops::reference::{coords, encode, linear, round_to, HostTensor};
+use crate::ops::wgsl::{coords_fn, BufRef, LowerContext, Lowering};
+
+/// `MLPaddingMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PaddingMode {
+    #[default]
+    Constant,
+    Edge,
+    Reflection,
+}
+
+impl PaddingMode {
+    pub fn from_name(name: &str) -> Result<PaddingMode> {
+        match name {
+            "constant" => Ok(PaddingMode::Constant),
+            "edge" => Ok(PaddingMode::Edge),
+            "reflection" => Ok(PaddingMode::Reflection),
+            other => Err(Error::Type(format!("'{other}' is not a valid MLPaddingMode"))),
+        }
+    }
+}
+
+/// `pad`'s paddings and `MLPadOptions`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PadOptions {
+    pub beginning_padding: Vec<u32>,
+    pub ending_padding: Vec<u32>,
+    pub mode: PaddingMode,
+    pub value: f64,
+}
+
+pub fn limits() -> Vec<OpLimits> {
+    vec![OpLimits {
+        name: "pad",
+        operands: vec![
+            limits::tensor("input", SUPPORTED, 0, MAX_RANK as u32),
+            limits::tensor("output", SUPPORTED, 0, MAX_RANK as u32),
+        ],
+    }]
+}
+
+pub fn validate(o: &PadOptions, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let input = inputs[0];
+    limits::check(&limits::of("pad")?.operands[0], input)?;
+    let rank = input.rank();
+    if o.beginning_padding.len() != rank || o.ending_padding.len() != rank {
+        return Err(Error::Type(format!(
+            "beginningPadding {:?} and endingPadding {:?} must both have the input's rank {rank}",
+            o.beginning_padding, o.ending_padding
+        )));
+    }
+    let mut shape = Vec::with_capacity(rank);
+    for (k, &n) in input.shape.iter().enumerate() {
+        let (begin, end) = (o.beginning_padding[k], o.ending_padding[k]);
+        if o.mode == PaddingMode::Reflection && (begin >= n || end >= n) {
+            return Err(Error::Type(format!(
+                "reflection padding of dimension {k} ({begin} and {end}) must be smaller than its size {n}"
+            )));
+        }
+        let size = begin as u64 + n as u64 + end as u64;
+        if size > i32::MAX as u64 {
+            return Err(Error::Type(format!("the padded dimension {k} of size {size} is not a valid dimension")));
+        }
+        shape.push(size as u32);
+    }
+    Ok(vec![OperandDescriptor::new(input.data_type, shape)])
+}
+
+/// The input position output position `c` of a dimension reads, or `None` for the constant.
+fn source(mode: PaddingMode, c: i64, begin: u32, n: u32) -> Option<usize> {
+    let (x, last) = (c - begin as i64, n as i64 - 1);
+    let x = match mode {
+        _ if (0..=last).contains(&x) => x,
+        PaddingMode::Constant => return None,
+        PaddingMode::Edge => x.clamp(0, last),
+        PaddingMode::Reflection if x < 0 => -x,
+        PaddingMode::Reflection => 2 * last - x,
+    };
+    Some(x as usize)
+}
+
+pub fn lower(o: &PadOptions, cx: &LowerContext) -> Result<Lowering> {
+    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+    let s = strides(&input.shape);
+    let mut body = "    let c = coords_out(i);\n    var offset = 0u;\n".to_string();
+    for (k, &n) in input.shape.iter().enumerate() {
+        let begin = o.beginning_padding[k];
+        let last = n - 1;
+        // In i32: padded dimensions are valid dimensions (below 2^31).
+        body += &format!("    let x{k} = i32(c[{k}]) - {begin};\n");
+        let x = match o.mode {
+            PaddingMode::Constant => {
+                body +=
+                    &format!("    if (x{k} < 0 || x{k} > {last}) {{ return {}u; }}\n", constant_bits(o.value, input)?);
+                format!("u32(x{k})")
+            }
+            PaddingMode::Edge => format!("u32(clamp(x{k}, 0, {last}))"),
+            PaddingMode::Reflection => {
+                format!("u32(select(select(x{k}, {} - x{k}, x{k} > {last}), -x{k}, x{k} < 0))", 2 * last as i64)
+            }
+        };
+        body += &format!("    offset += {x} * {}u;\n", s[k]);
+    }
+    body += "    return bits_input(offset);";
+    let launch = MoveKernel {
+        sources: vec![Source { name: "input", buffer: BufRef::Input(0), descriptor: input }],
+        output: BufRef::Output(0),
+        output_descriptor: out,
+        helpers: coords_fn("out", &out.shape),
+        body,
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+/// The raw bits of `value` cast to the input's type (the spec's casting of `options.value`).
+fn constant_bits(value: f64, input: &OperandDescriptor) -> Result<u32> {
+    let mut bytes = encode(&[value], input.data_type);
+    if bytes.len() > 4 {
+        return Err(Error::NotSupported(format!("{} is not supported by the WebGPU kernels", input.data_type)));
+    }
+    bytes.resize(4, 0);
+    Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+}
+
+pub fn reference(o: &PadOptions, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    let input = &inputs[0];
+    let out = &outputs[0];
+    let value = round_to(o.value, input.descriptor.data_type);
+    let data = (0..out.element_count() as usize)
+        .map(|i| {
+            let c = coords(i, &out.shape);
+            let mut x = Vec::with_capacity(c.len());
+            for (k, &n) in input.shape().iter().enumerate() {
+                match source(o.mode, c[k] as i64, o.beginning_padding[k], n) {
+                    Some(p) => x.push(p),
+                    None => return value,
+                }
+            }
+            input.data[linear(&x, input.shape())]
+        })
+        .collect();
+    Ok(vec![HostTensor::new(out.clone(), data)?])
+}

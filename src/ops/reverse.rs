@@ -1,0 +1,89 @@
+//! reverse: flips the input along the given axes (all of them when `axes` is absent).
+
+use crate::error::{Error, Result};
+use crate::graph::operand::{strides, MAX_RANK};
+use crate::graph::OperandDescriptor;
+use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::movement::{MoveKernel, Source};
+use crate::ops::reference::{coords, linear, HostTensor};
+use crate::ops::wgsl::{coords_fn, BufRef, LowerContext, Lowering};
+
+pub fn limits() -> Vec<OpLimits> {
+    vec![OpLimits {
+        name: "reverse",
+        operands: vec![
+            limits::tensor("input", SUPPORTED, 0, MAX_RANK as u32),
+            limits::tensor("output", SUPPORTED, 0, MAX_RANK as u32),
+        ],
+    }]
+}
+
+/// Whether each axis is reversed.
+fn reversed(axes: Option<&[u32]>, rank: usize) -> Vec<bool> {
+    match axes {
+        Some(axes) => (0..rank).map(|k| axes.contains(&(k as u32))).collect(),
+        None => vec![true; rank],
+    }
+}
+
+pub fn validate(axes: Option<&[u32]>, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let input = inputs[0];
+    limits::check(&limits::of("reverse")?.operands[0], input)?;
+    if let Some(axes) = axes {
+        // The spec says "return failure" here, which the builder method turns into a TypeError.
+        if let Some(a) = axes.iter().find(|&&a| a as usize >= input.rank()) {
+            return Err(Error::Type(format!("axes {axes:?} has {a}, out of the range 0 to {}", input.rank())));
+        }
+        if (1..axes.len()).any(|i| axes[..i].contains(&axes[i])) {
+            return Err(Error::Type(format!("axes {axes:?} has duplicate values")));
+        }
+    }
+    Ok(vec![input.clone()])
+}
+
+pub fn lower(axes: Option<&[u32]>, cx: &LowerContext) -> Result<Lowering> {
+    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+    let flip = reversed(axes, input.rank());
+    let s = strides(&input.shape);
+    let terms: Vec<String> = (0..input.rank())
+        .filter(|&k| input.shape[k] != 1)
+        .map(|k| {
+            if flip[k] {
+                format!("({}u - c[{k}]) * {}u", input.shape[k] - 1, s[k])
+            } else {
+                format!("c[{k}] * {}u", s[k])
+            }
+        })
+        .collect();
+    let offset = if terms.is_empty() { "0u".to_string() } else { terms.join(" + ") };
+    let launch = MoveKernel {
+        sources: vec![Source { name: "input", buffer: BufRef::Input(0), descriptor: input }],
+        output: BufRef::Output(0),
+        output_descriptor: out,
+        helpers: coords_fn("out", &out.shape),
+        body: format!("    let c = coords_out(i);\n    return bits_input({offset});"),
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+pub fn reference(
+    axes: Option<&[u32]>,
+    inputs: &[HostTensor],
+    outputs: &[OperandDescriptor],
+) -> Result<Vec<HostTensor>> {
+    let input = &inputs[0];
+    let shape = input.shape();
+    let flip = reversed(axes, shape.len());
+    let data = (0..input.data.len())
+        .map(|i| {
+            let c: Vec<usize> = coords(i, shape)
+                .iter()
+                .enumerate()
+                .map(|(k, &c)| if flip[k] { shape[k] as usize - 1 - c } else { c })
+                .collect();
+            input.data[linear(&c, shape)]
+        })
+        .collect();
+    Ok(vec![HostTensor::new(outputs[0].clone(), data)?])
+}

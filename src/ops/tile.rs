@@ -1,0 +1,74 @@
+//! tile: repeats the input along each dimension; output element `c` is input element
+//! `c mod input.shape`.
+
+use crate::error::{Error, Result};
+use crate::graph::operand::{strides, MAX_RANK};
+use crate::graph::OperandDescriptor;
+use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::movement::{MoveKernel, Source};
+use crate::ops::reference::{coords, HostTensor};
+use crate::ops::wgsl::{coords_fn, BufRef, LowerContext, Lowering};
+
+pub fn limits() -> Vec<OpLimits> {
+    vec![OpLimits {
+        name: "tile",
+        operands: vec![
+            limits::tensor("input", SUPPORTED, 0, MAX_RANK as u32),
+            limits::tensor("output", SUPPORTED, 0, MAX_RANK as u32),
+        ],
+    }]
+}
+
+pub fn validate(repetitions: &[u32], inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let input = inputs[0];
+    limits::check(&limits::of("tile")?.operands[0], input)?;
+    if repetitions.len() != input.rank() {
+        return Err(Error::Type(format!("repetitions {repetitions:?} must have the input's rank {}", input.rank())));
+    }
+    if repetitions.contains(&0) {
+        return Err(Error::Type(format!("repetitions {repetitions:?} contain 0")));
+    }
+    let shape = input
+        .shape
+        .iter()
+        .zip(repetitions)
+        .map(|(&d, &r)| {
+            u32::try_from(d as u64 * r as u64)
+                .map_err(|_| Error::Type(format!("dimension {d} repeated {r} times is too large")))
+        })
+        .collect::<Result<Vec<u32>>>()?;
+    // The builder then checks every dimension is valid (at most i32::MAX).
+    Ok(vec![OperandDescriptor::new(input.data_type, shape)])
+}
+
+pub fn lower(cx: &LowerContext) -> Result<Lowering> {
+    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+    let s = strides(&input.shape);
+    let terms: Vec<String> = (0..input.rank())
+        .filter(|&k| input.shape[k] != 1)
+        .map(|k| format!("(c[{k}] % {}u) * {}u", input.shape[k], s[k]))
+        .collect();
+    let offset = if terms.is_empty() { "0u".to_string() } else { terms.join(" + ") };
+    let launch = MoveKernel {
+        sources: vec![Source { name: "input", buffer: BufRef::Input(0), descriptor: input }],
+        output: BufRef::Output(0),
+        output_descriptor: out,
+        helpers: coords_fn("out", &out.shape),
+        body: format!("    let c = coords_out(i);\n    return bits_input({offset});"),
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+pub fn reference(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    let input = &inputs[0];
+    let out = &outputs[0];
+    let data = (0..out.element_count() as usize)
+        .map(|i| {
+            let c: Vec<usize> =
+                coords(i, &out.shape).iter().zip(input.shape()).map(|(&c, &d)| c % d as usize).collect();
+            input.data[crate::ops::reference::linear(&c, input.shape())]
+        })
+        .collect();
+    Ok(vec![HostTensor::new(out.clone(), data)?])
+}
