@@ -1,0 +1,54 @@
+// Shared by the browser tests: the repository served on localhost (a secure context) and
+// headless Chromium with WebGPU on SwiftShader. Playwright never downloads a browser here.
+import { chromium } from 'playwright-core';
+import path from 'node:path';
+import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { serve } from '../../scripts/serve.mjs';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export const CHROMIUM_ARGS = [
+  '--headless=new',
+  '--no-sandbox',
+  '--disable-gpu-sandbox',
+  '--enable-unsafe-webgpu',
+  '--enable-features=Vulkan',
+  '--use-vulkan=swiftshader',
+  '--use-webgpu-adapter=swiftshader',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+];
+
+/** Serves `root` (default: the repository) and launches Chromium; `close()` stops both. */
+export async function start(root = ROOT) {
+  const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
+  if (!fs.existsSync(executablePath)) throw new Error(`${executablePath} is missing: run scripts/setup.sh`);
+  const server = await serve(root, 0);
+  const browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS, headless: true });
+  const url = `http://localhost:${server.address().port}`;
+  const close = async () => {
+    await browser.close().catch(() => {});
+    server.close();
+  };
+  return { browser, server, url, close };
+}
+
+/** Opens `url` in a new page whose console errors and crashes are logged with `tag`. */
+export async function openPage(browser, url, tag = 'page') {
+  const page = await browser.newPage();
+  page.on('pageerror', (e) => console.error(`[${tag}] page error: ${e.message}`));
+  page.on('crash', () => console.error(`[${tag}] page crashed`));
+  await page.goto(url);
+  return page;
+}
+
+export function writeOut(name, data) {
+  const dir = path.join(ROOT, 'out');
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, name);
+  fs.writeFileSync(file, typeof data === 'string' ? data : JSON.stringify(data, null, 2));
+  return file;
+}

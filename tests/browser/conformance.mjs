@@ -1,0 +1,90 @@
+// Runs every WPT-derived conformance case (tests/conformance/wpt/*.json) through the JavaScript
+// API in headless Chromium (WebGPU on SwiftShader). One page per file, every case of the file
+// in that page; a crashed page, a hung case or a dead wasm module reloads the page. Prints
+// per-file counts and a total, writes out/conformance.json, and exits non-zero when a case
+// fails or its operator is unsupported. WPT_FILES=add.json,relu.json runs a subset.
+import fs from 'node:fs';
+import path from 'node:path';
+import { start, openPage, writeOut, ROOT } from './browser.mjs';
+
+const CASE_TIMEOUT_MS = Number(process.env.CASE_TIMEOUT_MS || 120000);
+const dir = path.join(ROOT, 'tests/conformance/wpt');
+let files = fs.readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+if (process.env.WPT_FILES) {
+  const only = process.env.WPT_FILES.split(',');
+  files = files.filter((f) => only.includes(f));
+}
+
+const { browser, url, close } = await start();
+
+async function harnessPage(file) {
+  const page = await openPage(browser, `${url}/tests/browser/harness.html`, file);
+  await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
+  await page.evaluate(() => window.harness.ready);
+  return page;
+}
+
+function withTimeout(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`${what}: timed out after ${ms} ms`)), ms); }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+const report = { files: {}, totals: { pass: 0, fail: 0, unsupported: 0, skip: 0 } };
+const t0 = Date.now();
+// A harness that cannot start fails every case at once instead of timing each one out.
+let setupError = null;
+try {
+  await (await harnessPage('setup')).close();
+} catch (e) {
+  setupError = e.message.split('\n')[0];
+}
+for (const file of files) {
+  const cases = JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8')).tests;
+  const counts = { pass: 0, fail: 0, unsupported: 0, skip: 0 };
+  const results = [];
+  const started = Date.now();
+  let page = null;
+  for (let i = 0; i < cases.length; i++) {
+    let r;
+    try {
+      if (setupError) throw new Error(`harness: ${setupError}`);
+      if (!page) page = await harnessPage(file);
+      r = await withTimeout(page.evaluate(([f, k]) => window.harness.wpt.runCase(f, k), [file, i]), CASE_TIMEOUT_MS, cases[i].name);
+    } catch (e) {
+      r = { status: 'fail', message: e.message.split('\n')[0], fatal: true };
+    }
+    if (r.fatal && page) {
+      await page.close().catch(() => {});
+      page = null;
+    }
+    counts[r.status]++;
+    results.push({ name: cases[i].name, status: r.status, ...(r.message ? { message: r.message } : {}) });
+  }
+  if (page) await page.close().catch(() => {});
+  const ms = Date.now() - started;
+  report.files[file] = { ...counts, ms, cases: results };
+  for (const k of Object.keys(counts)) report.totals[k] += counts[k];
+  console.log(`${file.padEnd(32)} pass ${String(counts.pass).padStart(4)}  fail ${String(counts.fail).padStart(4)}  unsupported ${String(counts.unsupported).padStart(4)}  skip ${String(counts.skip).padStart(4)}  ${(ms / 1000).toFixed(1)} s`);
+  const notable = results.filter((r) => r.status === 'fail' || r.status === 'unsupported');
+  const shown = new Set();
+  for (const r of notable) {
+    // Unsupported operators repeat one message per case: show each distinct message once.
+    const key = r.status === 'unsupported' ? r.message : r.name;
+    if (shown.has(key) || shown.size >= 3) continue;
+    shown.add(key);
+    console.log(`    ${r.status}: ${r.name}: ${r.message}`);
+  }
+}
+await close();
+
+const t = report.totals;
+report.seconds = (Date.now() - t0) / 1000;
+const file = writeOut('conformance.json', report);
+console.log(`${t.pass + t.fail + t.unsupported + t.skip} cases in ${report.seconds.toFixed(0)} s; details in ${path.relative(ROOT, file)}`);
+console.log(`unsupported (operator missing or NotSupportedError): ${t.unsupported}; skipped (data type or rank not in opSupportLimits()): ${t.skip}`);
+console.log(`conformance: ${t.pass} passed, ${t.fail + t.unsupported} failed, ${t.skip} skipped`);
+if (setupError) console.log(`harness error: ${setupError}`);
+process.exit(t.fail + t.unsupported > 0 || t.pass === 0 ? 1 : 0);
