@@ -7,6 +7,8 @@ need_apt=()
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 [ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
 [ -e /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || need_apt+=(mesa-vulkan-drivers)
+command -v node >/dev/null || need_apt+=(nodejs)
+command -v npm >/dev/null || need_apt+=(npm)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq >/dev/null
@@ -21,4 +23,7 @@ if ! command -v wasm-bindgen >/dev/null || [ "$(wasm-bindgen --version | cut -d'
   cargo install -q wasm-bindgen-cli --version "$wb_version"
 fi
 
-[ -d node_modules ] || [ ! -f package-lock.json ] || npm ci --no-audit --no-fund
+# The demo's bundler and the browser tests' driver; playwright-core never downloads a browser.
+if [ -f package-lock.json ] && { [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; }; then
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error >/dev/null
+fi

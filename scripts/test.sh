@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Runs every test stage, continuing past a failed one, and prints each stage's time:
+#   setup        scripts/setup.sh (installs what is missing)
+#   native       cargo test: every native test, the WPT conformance cases on Vulkan included
+#   wasm         scripts/build-wasm.sh: the wasm32 build and wasm-bindgen's pkg/
+#   web          wasm-bindgen tests in headless Chromium (tests/web.rs)
+#   conformance  the WPT cases through navigator.ml in headless Chromium
+#   invalid_use  invalid API calls and their exact spec errors
+#   demo         the webpack bundle of www/ and the demo page, screenshot in out/demo.png
+# Ends with "stages: N passed, M failed"; exits non-zero when a stage failed.
+# STAGES="native demo" runs a subset (setup always runs first).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 CARGO_TERM_COLOR=never
+mkdir -p out
+
+passed=0
+failed=0
+summary=()
+start_all=$SECONDS
+
+stage() {
+  local name=$1
+  shift
+  if [ -n "${STAGES:-}" ] && [ "$name" != setup ] && [[ " $STAGES " != *" $name "* ]]; then
+    return
+  fi
+  echo
+  echo "=== stage $name: $*"
+  local t0=$SECONDS
+  ( set -o pipefail; "$@" ) 2>&1 | tee "out/stage-$name.log"
+  local rc=${PIPESTATUS[0]}
+  local dt=$((SECONDS - t0))
+  if [ "$rc" -eq 0 ]; then
+    passed=$((passed + 1))
+    summary+=("$(printf '%-12s ok     %5ds' "$name" "$dt")")
+  else
+    failed=$((failed + 1))
+    summary+=("$(printf '%-12s FAILED %5ds (exit %d, log out/stage-%s.log)' "$name" "$dt" "$rc" "$name")")
+  fi
+  echo "=== stage $name: $([ "$rc" -eq 0 ] && echo ok || echo "FAILED (exit $rc)") in ${dt}s"
+}
+
+web_tests() {
+  CHROMEDRIVER=/usr/bin/chromedriver \
+    CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+    cargo test --target wasm32-unknown-unknown --test web
+}
+
+demo() {
+  npx --no-install webpack --mode production --no-stats && node tests/browser/demo.mjs
+}
+
+stage setup bash scripts/setup.sh
+stage native cargo test
+stage wasm bash scripts/build-wasm.sh
+stage web web_tests
+stage conformance node tests/browser/conformance.mjs
+stage invalid_use node tests/browser/invalid_use.mjs
+stage demo demo
+
+echo
+echo "=== stage times (total $((SECONDS - start_all))s)"
+printf '%s\n' "${summary[@]}"
+echo "stages: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
