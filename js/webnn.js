@@ -1,0 +1,719 @@
+// The WebNN interfaces (ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor) over the
+// webnn-wgpu wasm backend. This file does what WebIDL bindings do -- argument conversion with the
+// spec's names, defaults and TypeErrors, overload resolution, internal slots -- and hands the
+// converted values to the Rust handles (src/api), which validate with the spec's steps and
+// throw TypeError or DOMException. It is a wasm-bindgen snippet of the crate: it must not import
+// other files, and the build exposes it as pkg/webnn.js.
+
+const INTERNAL = Symbol('webnn-wgpu');
+
+const DATA_TYPES = ['float32', 'float16', 'int32', 'uint32', 'int64', 'uint64', 'int8', 'uint8'];
+const BYTES_PER_ELEMENT = { float32: 4, float16: 2, int32: 4, uint32: 4, int64: 8, uint64: 8, int8: 1, uint8: 1 };
+// The spec's MLOperandDataType / ArrayBufferView table; Uint8Array matches every type, and
+// Uint16Array carries float16 bits where Float16Array is missing (the spec's note).
+const VIEW_TYPES = {
+  float32: ['Float32Array'],
+  float16: ['Float16Array', 'Uint16Array'],
+  int32: ['Int32Array'],
+  uint32: ['Uint32Array'],
+  int64: ['BigInt64Array'],
+  uint64: ['BigUint64Array'],
+  int8: ['Int8Array'],
+  uint8: ['Uint8Array'],
+};
+
+// Internal slots of every object, keyed by the object: the brand check of each interface.
+const slots = new WeakMap();
+
+function slotOf(value, kind, what) {
+  const slot = slots.get(Object(value));
+  if (slot === undefined || slot.kind !== kind) {
+    throw new TypeError(`${what} is not an ${kind}`);
+  }
+  return slot;
+}
+
+function domException(name, message) {
+  return new DOMException(message, name);
+}
+
+// ---- WebIDL conversions ----
+
+function toDictionary(value, what) {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' && typeof value !== 'function') {
+    throw new TypeError(`${what} must be a dictionary`);
+  }
+  return value;
+}
+
+function toString(value) {
+  const s = `${value}`;
+  return typeof s.toWellFormed === 'function' ? s.toWellFormed() : s;
+}
+
+function toEnum(value, values, what) {
+  const s = `${value}`;
+  if (!values.includes(s)) {
+    throw new TypeError(`${what}: '${s}' is not one of ${values.map((v) => `'${v}'`).join(', ')}`);
+  }
+  return s;
+}
+
+function toFiniteNumber(value, what) {
+  const x = +value;
+  if (!Number.isFinite(x)) throw new TypeError(`${what} must be a finite number`);
+  return x;
+}
+
+// [EnforceRange] integers.
+function enforceRange(value, min, max, what) {
+  const x = Math.trunc(toFiniteNumber(value, what)) + 0;
+  if (x < min || x > max) throw new TypeError(`${what} is out of range: ${x}`);
+  return x;
+}
+
+const CONVERT = {
+  ulong: (v, what) => enforceRange(v, 0, 0xffffffff, what),
+  long: (v, what) => enforceRange(v, -0x80000000, 0x7fffffff, what),
+  // unsigned long without [EnforceRange]: ECMAScript ToUint32.
+  uint: (v) => +v >>> 0,
+  double: toFiniteNumber,
+  float: (v, what) => {
+    const x = Math.fround(toFiniteNumber(v, what));
+    if (!Number.isFinite(x)) throw new TypeError(`${what} is out of the float range`);
+    return x;
+  },
+  boolean: (v) => !!v,
+  // MLNumber is (bigint or unrestricted double); the backend takes a double.
+  MLNumber: (v) => (typeof v === 'bigint' ? Number(v) : +v),
+  dataType: (v, what) => toEnum(v, DATA_TYPES, what),
+};
+
+function toSequence(value, what, convert) {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function') ||
+      typeof value[Symbol.iterator] !== 'function') {
+    throw new TypeError(`${what} must be a sequence`);
+  }
+  return Array.from(value, (item, i) => convert(item, `${what}[${i}]`));
+}
+
+// record<USVString, T>: own enumerable string keys, in property order.
+function toRecord(value, what, convert) {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) {
+    throw new TypeError(`${what} must be a record`);
+  }
+  const entries = [];
+  for (const key of Reflect.ownKeys(value)) {
+    if (typeof key !== 'string') continue;
+    const descriptor = Reflect.getOwnPropertyDescriptor(value, key);
+    if (descriptor === undefined || !descriptor.enumerable) continue;
+    entries.push([toString(key), convert(value[key], `${what}['${key}']`)]);
+  }
+  return entries;
+}
+
+// A converter for one kind of the operator table, by name: 'ulong', 'ulongs' (a sequence),
+// or an array of enum values.
+function converter(kind) {
+  if (Array.isArray(kind)) return (v, what) => toEnum(v, kind, what);
+  if (kind.endsWith('s') && CONVERT[kind.slice(0, -1)]) {
+    const item = CONVERT[kind.slice(0, -1)];
+    return (v, what) => toSequence(v, what, item);
+  }
+  if (kind === 'splits') {
+    // (unsigned long or sequence<unsigned long>): an object is the sequence.
+    return (v, what) => (v !== null && typeof v === 'object' ? toSequence(v, what, CONVERT.ulong) : CONVERT.ulong(v, what));
+  }
+  if (CONVERT[kind] === undefined) throw new Error(`unknown argument kind ${kind}`);
+  return CONVERT[kind];
+}
+
+function toOperandDescriptor(value, what) {
+  const d = toDictionary(value, what);
+  // Members in lexicographic order, as WebIDL converts them.
+  if (d.dataType === undefined) throw new TypeError(`${what}.dataType is required`);
+  const dataType = toEnum(d.dataType, DATA_TYPES, `${what}.dataType`);
+  if (d.shape === undefined) throw new TypeError(`${what}.shape is required`);
+  const shape = toSequence(d.shape, `${what}.shape`, CONVERT.ulong);
+  return { dataType, shape };
+}
+
+function toTensorDescriptor(value, what) {
+  const d = toDictionary(value, what);
+  const { dataType, shape } = toOperandDescriptor(d, what);
+  return { dataType, shape, readable: !!d.readable, writable: !!d.writable };
+}
+
+const arrayBufferByteLength = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'byteLength').get;
+const sharedByteLength = typeof SharedArrayBuffer === 'function'
+  ? Object.getOwnPropertyDescriptor(SharedArrayBuffer.prototype, 'byteLength').get
+  : undefined;
+
+function isBufferOf(getter, value) {
+  if (getter === undefined) return false;
+  try {
+    getter.call(value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// AllowSharedBufferSource, as a Uint8Array over the same bytes (no copy).
+function toBytes(value, what) {
+  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+  if (isBufferOf(arrayBufferByteLength, value) || isBufferOf(sharedByteLength, value)) return new Uint8Array(value);
+  throw new TypeError(`${what} must be an ArrayBuffer, a SharedArrayBuffer or an ArrayBufferView`);
+}
+
+function byteLength(descriptor) {
+  return descriptor.shape.reduce((n, d) => n * d, 1) * BYTES_PER_ELEMENT[descriptor.dataType];
+}
+
+// The spec's "validate buffer with descriptor".
+function validateBuffer(source, bytes, descriptor, what) {
+  if (bytes.byteLength !== byteLength(descriptor)) {
+    throw new TypeError(`${what} holds ${bytes.byteLength} bytes but ${descriptor.dataType}[${descriptor.shape}] needs ${byteLength(descriptor)}`);
+  }
+  if (ArrayBuffer.isView(source)) {
+    const type = Object.prototype.toString.call(source).slice(8, -1);
+    if (type !== 'Uint8Array' && !VIEW_TYPES[descriptor.dataType].includes(type)) {
+      throw new TypeError(`${what} is a ${type}, which does not match data type ${descriptor.dataType}`);
+    }
+  }
+}
+
+// ---- Backend ----
+
+let backendPromise;
+let backendLoader;
+
+function getBackend() {
+  if (backendPromise === undefined) {
+    if (backendLoader === undefined) {
+      return Promise.reject(domException('NotSupportedError', 'the webnn-wgpu backend is not loaded'));
+    }
+    backendPromise = Promise.resolve().then(backendLoader);
+    // A failed load can be retried.
+    backendPromise.catch(() => { backendPromise = undefined; });
+  }
+  return backendPromise;
+}
+
+function setInterfaceName(cls, name) {
+  Object.defineProperty(cls.prototype, Symbol.toStringTag, { value: name, configurable: true });
+}
+
+// ---- ML ----
+
+class ML {
+  constructor(token) {
+    if (token !== INTERNAL) throw new TypeError('Illegal constructor');
+    slots.set(this, { kind: 'ML' });
+  }
+
+  async createContext(options) {
+    slotOf(this, 'ML', 'this');
+    if (typeof GPUDevice === 'function' && options instanceof GPUDevice) {
+      throw domException('NotSupportedError', 'createContext(gpuDevice) is not supported: wgpu cannot use a GPUDevice it did not create');
+    }
+    const o = toDictionary(options, 'createContext(): options');
+    const accelerated = o.accelerated === undefined ? true : !!o.accelerated;
+    const memoryBudget = o.memoryBudget === undefined
+      ? undefined
+      : enforceRange(o.memoryBudget, 0, Number.MAX_SAFE_INTEGER, 'createContext(): options.memoryBudget');
+    const powerPreference = o.powerPreference === undefined
+      ? 'default'
+      : toEnum(o.powerPreference, ['default', 'high-performance', 'low-power'], 'createContext(): options.powerPreference');
+    const backend = await getBackend();
+    const handle = await backend.createContext(powerPreference, accelerated, memoryBudget);
+    return new MLContext(INTERNAL, handle);
+  }
+}
+setInterfaceName(ML, 'ML');
+
+// ---- MLContext ----
+
+function trackPending(tensorSlot, promise) {
+  return new Promise((resolve, reject) => {
+    tensorSlot.pending.add(reject);
+    promise.then(
+      (v) => { tensorSlot.pending.delete(reject); resolve(v); },
+      (e) => { tensorSlot.pending.delete(reject); reject(e); },
+    );
+  });
+}
+
+function namedTensors(record, what) {
+  return toRecord(record, what, (v, w) => ({ object: v, slot: slotOf(v, 'MLTensor', w) }));
+}
+
+class MLContext {
+  constructor(token, handle) {
+    if (token !== INTERNAL) throw new TypeError('Illegal constructor');
+    const lost = handle.lost().then((message) => ({ message }));
+    slots.set(this, { kind: 'MLContext', handle, lost });
+  }
+
+  get accelerated() {
+    return slotOf(this, 'MLContext', 'this').handle.accelerated();
+  }
+
+  get lost() {
+    return slotOf(this, 'MLContext', 'this').lost;
+  }
+
+  dispatch(graph, inputs, outputs) {
+    const c = slotOf(this, 'MLContext', 'this');
+    if (arguments.length < 3) throw new TypeError(`dispatch() needs 3 arguments, got ${arguments.length}`);
+    const g = slotOf(graph, 'MLGraph', 'dispatch(): graph');
+    const ins = namedTensors(inputs, 'dispatch(): inputs');
+    const outs = namedTensors(outputs, 'dispatch(): outputs');
+    if (g.context !== this) throw new TypeError('dispatch(): the MLGraph belongs to another MLContext');
+    if (g.destroyed) throw domException('InvalidStateError', 'dispatch(): the MLGraph is destroyed');
+    const all = [...ins, ...outs];
+    if (new Set(all.map(([, t]) => t.object)).size !== all.length) {
+      throw new TypeError('dispatch(): the same MLTensor is passed more than once');
+    }
+    for (const [name, t] of all) {
+      if (t.slot.context !== this) throw new TypeError(`dispatch(): MLTensor '${name}' belongs to another MLContext`);
+    }
+    c.handle.dispatch(
+      g.handle,
+      ins.map(([name]) => name),
+      Float64Array.from(ins, ([, t]) => t.slot.id),
+      outs.map(([name]) => name),
+      Float64Array.from(outs, ([, t]) => t.slot.id),
+    );
+  }
+
+  async createTensor(descriptor) {
+    const c = slotOf(this, 'MLContext', 'this');
+    const d = toTensorDescriptor(descriptor, 'createTensor(): descriptor');
+    if (c.handle.isLost()) throw domException('InvalidStateError', 'createTensor(): the MLContext is lost');
+    const handle = await c.handle.createTensor(d.dataType, d.shape, d.readable, d.writable);
+    return new MLTensor(INTERNAL, handle, this, d, false);
+  }
+
+  async createConstantTensor(descriptor, inputData) {
+    const c = slotOf(this, 'MLContext', 'this');
+    if (arguments.length < 2) throw new TypeError('createConstantTensor() needs 2 arguments');
+    const d = toOperandDescriptor(descriptor, 'createConstantTensor(): descriptor');
+    const bytes = toBytes(inputData, 'createConstantTensor(): inputData');
+    if (c.handle.isLost()) throw domException('InvalidStateError', 'createConstantTensor(): the MLContext is lost');
+    validateBuffer(inputData, bytes, d, 'createConstantTensor(): inputData');
+    // A JS-owned copy: it becomes the constant's host copy, outside wasm memory.
+    const handle = await c.handle.createConstantTensor(d.dataType, d.shape, bytes.slice());
+    return new MLTensor(INTERNAL, handle, this, { ...d, readable: false, writable: false }, true);
+  }
+
+  async readTensor(tensor, outputData) {
+    const c = slotOf(this, 'MLContext', 'this');
+    const byob = arguments.length >= 2;
+    const t = slotOf(tensor, 'MLTensor', 'readTensor(): tensor');
+    const target = byob ? toBytes(outputData, 'readTensor(): outputData') : undefined;
+    if (t.context !== this) throw new TypeError('readTensor(): the MLTensor belongs to another MLContext');
+    if (t.destroyed) throw new TypeError('readTensor(): the MLTensor is destroyed');
+    if (!t.readable) throw new TypeError('readTensor(): the MLTensor was not created readable');
+    if (byob) validateBuffer(outputData, target, t.descriptor, 'readTensor(): outputData');
+    const bytes = await trackPending(t, c.handle.readTensor(t.handle));
+    if (!byob) return bytes.buffer;
+    // The buffer may have been detached (transferred) while the read was pending.
+    const now = toBytes(outputData, 'readTensor(): outputData');
+    if (now.byteLength !== bytes.byteLength) throw new TypeError('readTensor(): outputData was detached');
+    now.set(bytes);
+    return undefined;
+  }
+
+  writeTensor(tensor, inputData) {
+    const c = slotOf(this, 'MLContext', 'this');
+    if (arguments.length < 2) throw new TypeError('writeTensor() needs 2 arguments');
+    const t = slotOf(tensor, 'MLTensor', 'writeTensor(): tensor');
+    const bytes = toBytes(inputData, 'writeTensor(): inputData');
+    if (t.context !== this) throw new TypeError('writeTensor(): the MLTensor belongs to another MLContext');
+    if (t.destroyed) throw new TypeError('writeTensor(): the MLTensor is destroyed');
+    if (!t.writable) throw new TypeError('writeTensor(): the MLTensor was not created writable');
+    validateBuffer(inputData, bytes, t.descriptor, 'writeTensor(): inputData');
+    c.handle.writeTensor(t.handle, bytes);
+  }
+
+  opSupportLimits() {
+    return slotOf(this, 'MLContext', 'this').handle.opSupportLimits();
+  }
+
+  destroy() {
+    slotOf(this, 'MLContext', 'this').handle.destroy();
+  }
+
+  // Extension (EXTENSIONS.md): device and host bytes, budget and swap statistics.
+  memoryInfo() {
+    return slotOf(this, 'MLContext', 'this').handle.memoryInfo();
+  }
+}
+setInterfaceName(MLContext, 'MLContext');
+
+// ---- MLTensor ----
+
+class MLTensor {
+  constructor(token, handle, context, descriptor, constant) {
+    if (token !== INTERNAL) throw new TypeError('Illegal constructor');
+    slots.set(this, {
+      kind: 'MLTensor',
+      handle,
+      id: handle.id(),
+      context,
+      descriptor: { dataType: descriptor.dataType, shape: descriptor.shape },
+      shape: Object.freeze([...descriptor.shape]),
+      readable: descriptor.readable,
+      writable: descriptor.writable,
+      constant,
+      destroyed: false,
+      pending: new Set(),
+    });
+  }
+
+  get dataType() { return slotOf(this, 'MLTensor', 'this').descriptor.dataType; }
+  get shape() { return slotOf(this, 'MLTensor', 'this').shape; }
+  get readable() { return slotOf(this, 'MLTensor', 'this').readable; }
+  get writable() { return slotOf(this, 'MLTensor', 'this').writable; }
+  get constant() { return slotOf(this, 'MLTensor', 'this').constant; }
+
+  destroy() {
+    const t = slotOf(this, 'MLTensor', 'this');
+    t.destroyed = true;
+    t.handle.destroy();
+    for (const reject of t.pending) reject(domException('InvalidStateError', 'the MLTensor was destroyed'));
+    t.pending.clear();
+  }
+}
+setInterfaceName(MLTensor, 'MLTensor');
+
+// ---- MLGraph ----
+
+class MLGraph {
+  constructor(token, handle, context) {
+    if (token !== INTERNAL) throw new TypeError('Illegal constructor');
+    slots.set(this, { kind: 'MLGraph', handle, context, destroyed: false });
+  }
+
+  destroy() {
+    const g = slotOf(this, 'MLGraph', 'this');
+    g.destroyed = true;
+    g.handle.destroy();
+  }
+
+  // Extensions (EXTENSIONS.md): device memory residency.
+  async swapOut(options) {
+    const g = slotOf(this, 'MLGraph', 'this');
+    const o = toDictionary(options, 'swapOut(): options');
+    const to = o.to === undefined ? 'host' : toEnum(o.to, ['host', 'disk'], 'swapOut(): options.to');
+    await g.handle.swapOut(to);
+  }
+
+  async swapIn() {
+    slotOf(this, 'MLGraph', 'this').handle.swapIn();
+  }
+
+  get residency() { return slotOf(this, 'MLGraph', 'this').handle.residency(); }
+  get deviceBytes() { return slotOf(this, 'MLGraph', 'this').handle.deviceBytes(); }
+  get hostBytes() { return slotOf(this, 'MLGraph', 'this').handle.hostBytes(); }
+}
+setInterfaceName(MLGraph, 'MLGraph');
+
+// ---- MLOperand ----
+
+class MLOperand {
+  constructor(token, builder, index, dataType, shape) {
+    if (token !== INTERNAL) throw new TypeError('Illegal constructor');
+    slots.set(this, { kind: 'MLOperand', builder, index, dataType, shape: Object.freeze([...shape]) });
+  }
+
+  get dataType() { return slotOf(this, 'MLOperand', 'this').dataType; }
+  get shape() { return slotOf(this, 'MLOperand', 'this').shape; }
+}
+setInterfaceName(MLOperand, 'MLOperand');
+
+// ---- MLGraphBuilder ----
+
+// One entry per builder method that records an operator: `args` are the positional parameters
+// as [name, kind] ('operand', 'operands' = sequence<MLOperand>, or a converter kind: 'ulong',
+// 'ulongs', 'uint', 'uints', 'long', 'double', 'float', 'floats', 'boolean', 'MLNumber',
+// 'dataType', 'splits', or an array of enum values); `options` maps each member of the options
+// dictionary (beyond MLOperatorOptions.label) to [kind, default] -- an 'operand' member is
+// appended to the operator's inputs in table order and passed as `true`; `sequence` marks a
+// method returning sequence<MLOperand>. Adding an operator is one entry here plus one arm in
+// src/api/ops.rs (op_from_js).
+const A = [['a', 'operand']];
+const AB = [['a', 'operand'], ['b', 'operand']];
+const INPUT = [['input', 'operand']];
+const REDUCE = { args: INPUT, options: { axes: ['ulongs'], keepDimensions: ['boolean', false] } };
+const LAYOUT = ['nchw', 'nhwc'];
+const POOL = {
+  args: INPUT,
+  options: {
+    windowDimensions: ['ulongs'],
+    padding: ['ulongs'],
+    strides: ['ulongs'],
+    dilations: ['ulongs'],
+    layout: [LAYOUT, 'nchw'],
+    outputShapeRounding: [['floor', 'ceil'], 'floor'],
+    outputSizes: ['ulongs'],
+  },
+};
+const CONV_COMMON = {
+  padding: ['ulongs'],
+  strides: ['ulongs'],
+  dilations: ['ulongs'],
+  groups: ['ulong', 1],
+  inputLayout: [LAYOUT, 'nchw'],
+};
+
+const OPERATORS = {
+  // Element-wise binary.
+  add: { args: AB },
+  sub: { args: AB },
+  mul: { args: AB },
+  div: { args: AB },
+  max: { args: AB },
+  min: { args: AB },
+  pow: { args: AB },
+  // Element-wise logical.
+  equal: { args: AB },
+  notEqual: { args: AB },
+  greater: { args: AB },
+  greaterOrEqual: { args: AB },
+  lesser: { args: AB },
+  lesserOrEqual: { args: AB },
+  logicalNot: { args: A },
+  logicalAnd: { args: AB },
+  logicalOr: { args: AB },
+  logicalXor: { args: AB },
+  // Element-wise unary.
+  abs: { args: INPUT },
+  ceil: { args: INPUT },
+  cos: { args: INPUT },
+  erf: { args: INPUT },
+  exp: { args: INPUT },
+  floor: { args: INPUT },
+  identity: { args: INPUT },
+  log: { args: INPUT },
+  neg: { args: INPUT },
+  reciprocal: { args: INPUT },
+  roundEven: { args: INPUT },
+  sin: { args: INPUT },
+  sign: { args: INPUT },
+  sqrt: { args: INPUT },
+  tan: { args: INPUT },
+  // Activations.
+  relu: { args: INPUT },
+  sigmoid: { args: INPUT },
+  tanh: { args: INPUT },
+  gelu: { args: INPUT },
+  leakyRelu: { args: INPUT, options: { alpha: ['double', 0.01] } },
+  clamp: { args: INPUT, options: { minValue: ['MLNumber'], maxValue: ['MLNumber'] } },
+  // Matrix multiplication.
+  matmul: { args: AB },
+  gemm: {
+    args: AB,
+    options: { c: ['operand'], alpha: ['double', 1], beta: ['double', 1], aTranspose: ['boolean', false], bTranspose: ['boolean', false] },
+  },
+  // Data movement.
+  reshape: { args: [...INPUT, ['newShape', 'ulongs']] },
+  expand: { args: [...INPUT, ['newShape', 'ulongs']] },
+  transpose: { args: INPUT, options: { permutation: ['ulongs'] } },
+  concat: { args: [['inputs', 'operands'], ['axis', 'ulong']] },
+  split: { args: [...INPUT, ['splits', 'splits']], options: { axis: ['ulong', 0] }, sequence: true },
+  slice: { args: [...INPUT, ['starts', 'ulongs'], ['sizes', 'ulongs']], options: { strides: ['ulongs'] } },
+  gather: { args: [...INPUT, ['indices', 'operand']], options: { axis: ['ulong', 0] } },
+  cast: { args: [...INPUT, ['dataType', 'dataType']] },
+  where: { args: [['condition', 'operand'], ['trueValue', 'operand'], ['falseValue', 'operand']] },
+  // Reductions and normalization.
+  softmax: { args: [...INPUT, ['axis', 'ulong']] },
+  reduceL1: REDUCE,
+  reduceL2: REDUCE,
+  reduceLogSum: REDUCE,
+  reduceLogSumExp: REDUCE,
+  reduceMax: REDUCE,
+  reduceMean: REDUCE,
+  reduceMin: REDUCE,
+  reduceProduct: REDUCE,
+  reduceSum: REDUCE,
+  reduceSumSquare: REDUCE,
+  layerNormalization: {
+    args: INPUT,
+    options: { scale: ['operand'], bias: ['operand'], axes: ['ulongs'], epsilon: ['double', 1e-5] },
+  },
+  batchNormalization: {
+    args: [...INPUT, ['mean', 'operand'], ['variance', 'operand']],
+    options: { scale: ['operand'], bias: ['operand'], axis: ['ulong', 1], epsilon: ['double', 1e-5] },
+  },
+  instanceNormalization: {
+    args: INPUT,
+    options: { scale: ['operand'], bias: ['operand'], epsilon: ['double', 1e-5], layout: [LAYOUT, 'nchw'] },
+  },
+  // Convolutions and pooling.
+  conv2d: {
+    args: [...INPUT, ['filter', 'operand']],
+    options: { ...CONV_COMMON, filterLayout: [['oihw', 'hwio', 'ohwi', 'ihwo'], 'oihw'], bias: ['operand'] },
+  },
+  convTranspose2d: {
+    args: [...INPUT, ['filter', 'operand']],
+    options: {
+      ...CONV_COMMON,
+      outputPadding: ['ulongs'],
+      outputSizes: ['ulongs'],
+      filterLayout: [['iohw', 'hwoi', 'ohwi'], 'iohw'],
+      bias: ['operand'],
+    },
+  },
+  averagePool2d: POOL,
+  l2Pool2d: POOL,
+  maxPool2d: POOL,
+};
+
+class MLGraphBuilder {
+  constructor(context) {
+    if (arguments.length < 1) throw new TypeError('MLGraphBuilder() needs an MLContext');
+    slotOf(context, 'MLContext', 'MLGraphBuilder(): context');
+    const handle = slots.get(context).handle.createBuilder();
+    slots.set(this, { kind: 'MLGraphBuilder', handle, context, built: false });
+  }
+
+  input(name, descriptor) {
+    const b = slotOf(this, 'MLGraphBuilder', 'this');
+    if (arguments.length < 2) throw new TypeError('input() needs 2 arguments');
+    const n = toString(name);
+    const d = toOperandDescriptor(descriptor, 'input(): descriptor');
+    return this.#operand(b.handle.input(n, d.dataType, d.shape), d.dataType, d.shape);
+  }
+
+  constant(...args) {
+    const b = slotOf(this, 'MLGraphBuilder', 'this');
+    if (args.length === 0) throw new TypeError('constant() needs at least 1 argument');
+    if (args.length === 1) {
+      // constant(tensor)
+      const t = slotOf(args[0], 'MLTensor', 'constant(): tensor');
+      if (t.context !== b.context) throw new TypeError('constant(): the MLTensor belongs to another MLContext');
+      if (t.destroyed) throw new TypeError('constant(): the MLTensor is destroyed');
+      if (!t.constant) throw new TypeError('constant(): the MLTensor is not a constant tensor');
+      const { dataType, shape } = t.descriptor;
+      return this.#operand(b.handle.constantTensor(t.handle), dataType, shape);
+    }
+    const [first, second] = args;
+    if (first === undefined || first === null || typeof first === 'object' || typeof first === 'function') {
+      // constant(descriptor, buffer)
+      const d = toOperandDescriptor(first, 'constant(): descriptor');
+      const bytes = toBytes(second, 'constant(): buffer');
+      this.#checkCanBuild(b);
+      validateBuffer(second, bytes, d, 'constant(): buffer');
+      // A JS-owned copy, kept as the constant's host copy outside wasm memory.
+      return this.#operand(b.handle.constant(d.dataType, d.shape, bytes.slice()), d.dataType, d.shape);
+    }
+    // constant(dataType, value)
+    const dataType = toEnum(first, DATA_TYPES, 'constant(): dataType');
+    const number = CONVERT.MLNumber(second);
+    return this.#operand(b.handle.constantScalar(dataType, number), dataType, []);
+  }
+
+  async build(outputs) {
+    const b = slotOf(this, 'MLGraphBuilder', 'this');
+    const named = toRecord(outputs, 'build(): outputs', (v, what) => this.#operandIndex(v, what));
+    const promise = b.handle.build(named.map(([name]) => name), Uint32Array.from(named, ([, index]) => index));
+    b.built = true;
+    const handle = await promise;
+    return new MLGraph(INTERNAL, handle, b.context);
+  }
+
+  #checkCanBuild(b) {
+    if (b.built) throw domException('InvalidStateError', 'the MLGraphBuilder has already built a graph');
+    if (slots.get(b.context).handle.isLost()) throw domException('InvalidStateError', 'the MLContext is lost');
+  }
+
+  #operand(index, dataType, shape) {
+    return new MLOperand(INTERNAL, this, index, dataType, shape);
+  }
+
+  #operandIndex(value, what) {
+    const o = slotOf(value, 'MLOperand', what);
+    if (o.builder !== this) throw new TypeError(`${what} was created by another MLGraphBuilder`);
+    return o.index;
+  }
+
+  #operator(name, spec, args) {
+    const b = slotOf(this, 'MLGraphBuilder', 'this');
+    const required = spec.args.length;
+    if (args.length < required) throw new TypeError(`${name}() needs ${required} arguments, got ${args.length}`);
+    const inputs = [];
+    const params = {};
+    spec.args.forEach(([argName, kind], i) => {
+      const what = `${name}(): ${argName}`;
+      if (kind === 'operand') inputs.push(this.#operandIndex(args[i], what));
+      else if (kind === 'operands') inputs.push(...toSequence(args[i], what, (v, w) => this.#operandIndex(v, w)));
+      else params[argName] = converter(kind)(args[i], what);
+    });
+    const options = toDictionary(args[required], `${name}(): options`);
+    params.label = options.label === undefined ? '' : toString(options.label);
+    for (const [key, [kind, fallback]] of Object.entries(spec.options ?? {})) {
+      const what = `${name}(): options.${key}`;
+      const v = options[key];
+      if (kind === 'operand') {
+        params[key] = v !== undefined;
+        if (v !== undefined) inputs.push(this.#operandIndex(v, what));
+      } else if (v !== undefined) {
+        params[key] = converter(kind)(v, what);
+      } else if (fallback !== undefined) {
+        params[key] = fallback;
+      }
+    }
+    const outputs = b.handle.operator(name, Uint32Array.from(inputs), params);
+    const operands = outputs.map((o) => this.#operand(o.index, o.dataType, o.shape));
+    return spec.sequence ? operands : operands[0];
+  }
+
+  static {
+    for (const [name, spec] of Object.entries(OPERATORS)) {
+      const method = {
+        [name](...args) {
+          slotOf(this, 'MLGraphBuilder', 'this');
+          return this.#operator(name, spec, args);
+        },
+      }[name];
+      Object.defineProperty(MLGraphBuilder.prototype, name, { value: method, writable: true, enumerable: true, configurable: true });
+    }
+  }
+}
+setInterfaceName(MLGraphBuilder, 'MLGraphBuilder');
+
+// ---- install ----
+
+const INTERFACES = { ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor };
+let ml;
+
+/**
+ * Defines `navigator.ml` and the WebNN interfaces on `globalThis` (a Window or a dedicated
+ * Worker). A browser's own WebNN is left alone unless `force` is true. The backend is `backend`
+ * (an already loaded wasm module's) or what `loader()` resolves to, loaded on the first
+ * `createContext()`. Returns whether the interfaces were installed.
+ */
+export function install({ force = false, backend, loader } = {}) {
+  const g = globalThis;
+  const navigator = g.navigator;
+  const nativeML = navigator !== undefined && 'ml' in navigator && !(navigator.ml instanceof ML);
+  if (nativeML && !force) return false;
+  if (backend !== undefined) {
+    backendPromise = Promise.resolve(backend);
+  } else if (loader !== undefined) {
+    backendLoader = loader;
+  }
+  ml ??= new ML(INTERNAL);
+  for (const [name, cls] of Object.entries(INTERFACES)) {
+    Object.defineProperty(g, name, { value: cls, writable: true, enumerable: false, configurable: true });
+  }
+  if (navigator !== undefined) {
+    Object.defineProperty(navigator, 'ml', { value: ml, enumerable: true, configurable: true });
+  }
+  return true;
+}
+
+export { ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor };

@@ -1,0 +1,160 @@
+//! `MLGraphBuilder` and `MLGraph` handles.
+
+use js_sys::{Array, Promise, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+use crate::api::context::{descriptor, object, TensorHandle};
+use crate::api::ops::{op_from_js, Params};
+use crate::api::{to_js, JsResult};
+use crate::error::{Error, Result};
+use crate::graph::{DataType, GraphBuilder, Operand};
+use crate::memory::{HostBytes, Residency};
+use crate::runtime::{Context, Graph};
+
+#[wasm_bindgen]
+pub struct BuilderHandle {
+    builder: GraphBuilder,
+    context: Context,
+    /// Every operand of the builder, by index (JavaScript names operands by index).
+    operands: Vec<Operand>,
+}
+
+impl BuilderHandle {
+    pub(crate) fn new(builder: GraphBuilder, context: Context) -> BuilderHandle {
+        BuilderHandle { builder, context, operands: Vec::new() }
+    }
+
+    fn operand(&self, index: u32) -> Result<Operand> {
+        self.operands
+            .get(index as usize)
+            .copied()
+            .ok_or_else(|| Error::Type("the MLOperand was created by another MLGraphBuilder".into()))
+    }
+
+    fn record(&mut self, operand: Operand) -> u32 {
+        self.operands.push(operand);
+        (self.operands.len() - 1) as u32
+    }
+
+    fn record_result(&mut self, operand: Result<Operand>) -> JsResult<u32> {
+        let operand = operand.map_err(to_js)?;
+        Ok(self.record(operand))
+    }
+}
+
+#[wasm_bindgen]
+impl BuilderHandle {
+    pub fn input(&mut self, name: &str, data_type: &str, shape: Vec<u32>) -> JsResult<u32> {
+        let d = descriptor(data_type, shape).map_err(to_js)?;
+        let operand = self.builder.input(name, d);
+        self.record_result(operand)
+    }
+
+    /// `bytes` is a JS-owned copy that the constant keeps as its host copy.
+    pub fn constant(&mut self, data_type: &str, shape: Vec<u32>, bytes: Uint8Array) -> JsResult<u32> {
+        let d = descriptor(data_type, shape).map_err(to_js)?;
+        let host = HostBytes::from_js(bytes, self.context.host_byte_counter());
+        let operand = self.builder.constant_host(d, host);
+        self.record_result(operand)
+    }
+
+    #[wasm_bindgen(js_name = constantScalar)]
+    pub fn constant_scalar(&mut self, data_type: &str, value: f64) -> JsResult<u32> {
+        let data_type = DataType::from_name(data_type).map_err(to_js)?;
+        let operand = self.builder.constant_scalar(data_type, value);
+        self.record_result(operand)
+    }
+
+    #[wasm_bindgen(js_name = constantTensor)]
+    pub fn constant_tensor(&mut self, tensor: &TensorHandle) -> JsResult<u32> {
+        let operand = self.builder.constant_tensor(tensor.tensor());
+        self.record_result(operand)
+    }
+
+    /// Records operator `name` (its method name) on operand `inputs` with its converted
+    /// arguments and options in `params`; returns `[{index, dataType, shape}]` per output.
+    pub fn operator(&mut self, name: &str, inputs: Vec<u32>, params: JsValue) -> JsResult<Array> {
+        let params = Params(params);
+        let op = op_from_js(name, &params).map_err(to_js)?;
+        let inputs: Vec<Operand> = inputs.into_iter().map(|i| self.operand(i)).collect::<Result<_>>().map_err(to_js)?;
+        let label = params.string("label").map_err(to_js)?;
+        let outputs = self.builder.operator(op, &inputs, &label).map_err(to_js)?;
+        let result = Array::new();
+        for operand in outputs {
+            let d = self.builder.descriptor(operand).map_err(to_js)?.clone();
+            let index = self.record(operand);
+            let shape: Array = d.shape.iter().map(|&s| JsValue::from(s)).collect();
+            result.push(&object(&[
+                ("index", index.into()),
+                ("dataType", d.data_type.name().into()),
+                ("shape", shape.into()),
+            ]));
+        }
+        Ok(result)
+    }
+
+    /// Validates synchronously (throws), then resolves with the compiled graph.
+    pub fn build(&mut self, names: Vec<String>, indices: Vec<u32>) -> JsResult<Promise> {
+        let outputs: Vec<(String, Operand)> = names
+            .into_iter()
+            .zip(indices)
+            .map(|(name, i)| Ok((name, self.operand(i)?)))
+            .collect::<Result<_>>()
+            .map_err(to_js)?;
+        let description = self.builder.prepare_build(&outputs).map_err(to_js)?;
+        let context = self.context.clone();
+        Ok(future_to_promise(async move {
+            let graph = Graph::compile(&context, description).await.map_err(to_js)?;
+            Ok(GraphHandle { graph }.into())
+        }))
+    }
+}
+
+#[wasm_bindgen]
+pub struct GraphHandle {
+    graph: Graph,
+}
+
+impl GraphHandle {
+    pub(crate) fn graph(&self) -> &Graph {
+        &self.graph
+    }
+}
+
+#[wasm_bindgen]
+impl GraphHandle {
+    pub fn destroy(&self) {
+        self.graph.destroy();
+    }
+
+    /// `to` is `"host"` or `"disk"`; resolves once the memory is released.
+    #[wasm_bindgen(js_name = swapOut)]
+    pub fn swap_out(&self, to: &str) -> Promise {
+        let to = if to == "disk" { Residency::Disk } else { Residency::Host };
+        let graph = self.graph.clone();
+        future_to_promise(async move {
+            graph.swap_out(to).await.map_err(to_js)?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    #[wasm_bindgen(js_name = swapIn)]
+    pub fn swap_in(&self) -> JsResult<()> {
+        self.graph.swap_in().map_err(to_js)
+    }
+
+    pub fn residency(&self) -> String {
+        self.graph.residency().name().to_string()
+    }
+
+    #[wasm_bindgen(js_name = deviceBytes)]
+    pub fn device_bytes(&self) -> f64 {
+        self.graph.device_bytes() as f64
+    }
+
+    #[wasm_bindgen(js_name = hostBytes)]
+    pub fn host_bytes(&self) -> f64 {
+        self.graph.host_bytes() as f64
+    }
+}

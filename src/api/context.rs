@@ -1,0 +1,216 @@
+//! `MLContext` and `MLTensor` handles.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use js_sys::{Array, Object, Promise, Reflect, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+use crate::api::builder::{BuilderHandle, GraphHandle};
+use crate::api::{to_js, JsResult};
+use crate::error::{Error, Result};
+use crate::graph::operand::MAX_RANK;
+use crate::graph::{DataType, GraphBuilder, OperandDescriptor};
+use crate::memory::HostBytes;
+use crate::ops::limits::{self, TensorLimits};
+use crate::runtime::{Context, Tensor, TensorDescriptor};
+
+/// The context's live tensor handles by tensor id, so that `dispatch()` can name its tensors
+/// by id (wasm-bindgen cannot borrow a list of Rust objects from JavaScript).
+type Tensors = Rc<RefCell<HashMap<u64, Tensor>>>;
+
+pub(crate) fn descriptor(data_type: &str, shape: Vec<u32>) -> Result<OperandDescriptor> {
+    Ok(OperandDescriptor::new(DataType::from_name(data_type)?, shape))
+}
+
+/// A plain object from key/value pairs.
+pub(crate) fn object(entries: &[(&str, JsValue)]) -> JsValue {
+    let object = Object::new();
+    for (key, value) in entries {
+        // Setting a data property on a fresh plain object cannot fail.
+        let _ = Reflect::set(&object, &JsValue::from_str(key), value);
+    }
+    object.into()
+}
+
+#[wasm_bindgen]
+pub struct ContextHandle {
+    context: Context,
+    tensors: Tensors,
+}
+
+fn register(tensors: &Tensors, tensor: Tensor) -> TensorHandle {
+    tensors.borrow_mut().insert(tensor.id(), tensor.clone());
+    TensorHandle { tensor, tensors: tensors.clone() }
+}
+
+impl ContextHandle {
+    pub(crate) fn new(context: Context) -> ContextHandle {
+        ContextHandle { context, tensors: Rc::default() }
+    }
+
+    fn named(&self, names: Vec<String>, ids: Vec<f64>) -> Result<Vec<(String, Tensor)>> {
+        let tensors = self.tensors.borrow();
+        names
+            .into_iter()
+            .zip(ids)
+            .map(|(name, id)| match tensors.get(&(id as u64)) {
+                Some(t) => Ok((name, t.clone())),
+                None => Err(Error::Type(format!("'{name}' is not an MLTensor of this MLContext"))),
+            })
+            .collect()
+    }
+}
+
+#[wasm_bindgen]
+impl ContextHandle {
+    pub fn accelerated(&self) -> bool {
+        self.context.accelerated()
+    }
+
+    #[wasm_bindgen(js_name = isLost)]
+    pub fn is_lost(&self) -> bool {
+        self.context.is_lost()
+    }
+
+    /// Resolves with the loss message once the context is lost.
+    pub fn lost(&self) -> Promise {
+        let lost = self.context.lost();
+        future_to_promise(async move { Ok(JsValue::from_str(&lost.await)) })
+    }
+
+    pub fn destroy(&self) {
+        self.context.destroy();
+    }
+
+    #[wasm_bindgen(js_name = createBuilder)]
+    pub fn create_builder(&self) -> JsResult<BuilderHandle> {
+        let builder = GraphBuilder::new(&self.context).map_err(to_js)?;
+        Ok(BuilderHandle::new(builder, self.context.clone()))
+    }
+
+    #[wasm_bindgen(js_name = createTensor)]
+    pub fn create_tensor(&self, data_type: &str, shape: Vec<u32>, readable: bool, writable: bool) -> JsResult<Promise> {
+        let operand = descriptor(data_type, shape).map_err(to_js)?;
+        let context = self.context.clone();
+        let tensors = self.tensors.clone();
+        Ok(future_to_promise(async move {
+            let tensor = context.create_tensor(TensorDescriptor { operand, readable, writable }).await.map_err(to_js)?;
+            Ok(register(&tensors, tensor).into())
+        }))
+    }
+
+    /// `bytes` is a JS-owned copy that the constant keeps as its host copy.
+    #[wasm_bindgen(js_name = createConstantTensor)]
+    pub fn create_constant_tensor(&self, data_type: &str, shape: Vec<u32>, bytes: Uint8Array) -> JsResult<Promise> {
+        let operand = descriptor(data_type, shape).map_err(to_js)?;
+        let context = self.context.clone();
+        let tensors = self.tensors.clone();
+        Ok(future_to_promise(async move {
+            let host = HostBytes::from_js(bytes, context.host_byte_counter());
+            let tensor = context.create_constant_tensor_host(operand, host).await.map_err(to_js)?;
+            Ok(register(&tensors, tensor).into())
+        }))
+    }
+
+    #[wasm_bindgen(js_name = writeTensor)]
+    pub fn write_tensor(&self, tensor: &TensorHandle, bytes: &[u8]) -> JsResult<()> {
+        self.context.write_tensor(&tensor.tensor, bytes).map_err(to_js)
+    }
+
+    /// Checks synchronously (a later `destroy()` must not turn into a `TypeError`), then
+    /// resolves with the bytes.
+    #[wasm_bindgen(js_name = readTensor)]
+    pub fn read_tensor(&self, tensor: &TensorHandle) -> JsResult<Promise> {
+        self.context.check_read(&tensor.tensor, None).map_err(to_js)?;
+        let context = self.context.clone();
+        let tensor = tensor.tensor.clone();
+        Ok(future_to_promise(async move {
+            let bytes = context.read_tensor(&tensor).await.map_err(to_js)?;
+            Ok(Uint8Array::from(bytes.as_slice()).into())
+        }))
+    }
+
+    pub fn dispatch(
+        &self,
+        graph: &GraphHandle,
+        input_names: Vec<String>,
+        input_ids: Vec<f64>,
+        output_names: Vec<String>,
+        output_ids: Vec<f64>,
+    ) -> JsResult<()> {
+        let inputs = self.named(input_names, input_ids).map_err(to_js)?;
+        let outputs = self.named(output_names, output_ids).map_err(to_js)?;
+        self.context.dispatch(graph.graph(), &inputs, &outputs).map_err(to_js)
+    }
+
+    /// `MLOpSupportLimits`, from the same table validation reads.
+    #[wasm_bindgen(js_name = opSupportLimits)]
+    pub fn op_support_limits(&self) -> JsValue {
+        let tensor_limits = |l: &TensorLimits| {
+            let types: Array = l.data_types.iter().map(|t| JsValue::from_str(t.name())).collect();
+            let range = object(&[("min", l.rank_min.into()), ("max", l.rank_max.into())]);
+            object(&[("dataTypes", types.into()), ("rankRange", range)])
+        };
+        let graph_io = tensor_limits(&limits::tensor("", limits::SUPPORTED, 0, MAX_RANK as u32));
+        let result = object(&[
+            ("preferredInputLayout", "nchw".into()),
+            ("maxTensorByteLength", (self.context.max_tensor_byte_length() as f64).into()),
+            ("input", graph_io.clone()),
+            ("constant", graph_io.clone()),
+            ("output", graph_io),
+        ]);
+        for op in limits::all() {
+            let operands: Vec<(&str, JsValue)> = op.operands.iter().map(|l| (l.name, tensor_limits(l))).collect();
+            let _ = Reflect::set(&result, &op.name.into(), &object(&operands));
+        }
+        result
+    }
+
+    /// The `memoryInfo()` extension; `budgetBytes` is `null` without a budget.
+    #[wasm_bindgen(js_name = memoryInfo)]
+    pub fn memory_info(&self) -> JsValue {
+        let m = self.context.memory_info();
+        object(&[
+            ("deviceBytes", (m.device_bytes as f64).into()),
+            ("hostBytes", (m.host_bytes as f64).into()),
+            ("budgetBytes", m.budget_bytes.map(|b| JsValue::from(b as f64)).unwrap_or(JsValue::NULL)),
+            ("swapIns", (m.swap_ins as f64).into()),
+            ("swapOuts", (m.swap_outs as f64).into()),
+            ("bytesUploaded", (m.bytes_uploaded as f64).into()),
+            ("bytesStreamedFromDisk", (m.bytes_streamed_from_disk as f64).into()),
+        ])
+    }
+}
+
+#[wasm_bindgen]
+pub struct TensorHandle {
+    tensor: Tensor,
+    tensors: Tensors,
+}
+
+impl TensorHandle {
+    pub(crate) fn tensor(&self) -> &Tensor {
+        &self.tensor
+    }
+}
+
+#[wasm_bindgen]
+impl TensorHandle {
+    /// The id `dispatch()` names the tensor by.
+    pub fn id(&self) -> f64 {
+        self.tensor.id() as f64
+    }
+
+    pub fn destroy(&self) {
+        self.tensor.destroy();
+    }
+}
+
+impl Drop for TensorHandle {
+    fn drop(&mut self) {
+        self.tensors.borrow_mut().remove(&self.tensor.id());
+    }
+}
