@@ -1,10 +1,21 @@
-//! Reductions: reduceSum, reduceMean, reduceMax and the other reduce* operators.
+//! Reductions: reduceSum, reduceMean, reduceMax and the other reduce* operators, and the row
+//! reduction kernel that softmax and layerNormalization share with them.
+//!
+//! A reduction over a set of axes sees the input as rows: one row per combination of the kept
+//! axes (in order, so row `r` is output element `r`), each row holding the elements along the
+//! reduced axes. [`RowReduction`] computes one or two statistics per row, the second able to use
+//! the first (max then sum of exp(x - max); mean then sum of squared deviations), with one
+//! workgroup per long row or one invocation per short row.
 
 use crate::error::{Error, Result};
-use crate::graph::OperandDescriptor;
-use crate::ops::limits::OpLimits;
-use crate::ops::reference::HostTensor;
-use crate::ops::wgsl::{LowerContext, Lowering};
+use crate::graph::operand::{strides, MAX_RANK};
+use crate::graph::{DataType, OperandDescriptor};
+use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
+use crate::ops::reference::{coords, round_to, HostTensor};
+use crate::ops::wgsl::{
+    binding, buffer_size, elements_per_word, literal, load_fn, value_type, BufRef, ElementwiseKernel, Launch,
+    LowerContext, Lowering, F16_HELPERS,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReduceOp {
@@ -21,6 +32,19 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
+    pub const ALL: [ReduceOp; 10] = [
+        ReduceOp::L1,
+        ReduceOp::L2,
+        ReduceOp::LogSum,
+        ReduceOp::LogSumExp,
+        ReduceOp::Max,
+        ReduceOp::Mean,
+        ReduceOp::Min,
+        ReduceOp::Product,
+        ReduceOp::Sum,
+        ReduceOp::SumSquare,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             ReduceOp::L1 => "reduceL1",
@@ -35,6 +59,16 @@ impl ReduceOp {
             ReduceOp::SumSquare => "reduceSumSquare",
         }
     }
+
+    /// The spec's allowed data types, less the 64-bit integers the kernels do not store.
+    pub fn data_types(self) -> &'static [DataType] {
+        const NUMBERS: &[DataType] = &[DataType::Float32, DataType::Float16, DataType::Int32, DataType::Uint32];
+        match self {
+            ReduceOp::L1 | ReduceOp::Product | ReduceOp::Sum | ReduceOp::SumSquare => NUMBERS,
+            ReduceOp::L2 | ReduceOp::LogSum | ReduceOp::LogSumExp | ReduceOp::Mean => FLOATS,
+            ReduceOp::Max | ReduceOp::Min => SUPPORTED,
+        }
+    }
 }
 
 /// `MLReduceOptions`: `axes` absent means every axis.
@@ -44,7 +78,321 @@ pub struct ReduceOptions {
     pub keep_dimensions: bool,
 }
 
-pub fn limits() -> Vec<OpLimits> { Vec::new() }
-pub fn validate(_op: ReduceOp, _o: &ReduceOptions, _inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> { Err(Error::NotSupported("reduce is not implemented yet".into())) }
-pub fn lower(_op: ReduceOp, _o: &ReduceOptions, _cx: &LowerContext) -> Result<Lowering> { Err(Error::NotSupported("reduce is not implemented yet".into())) }
-pub fn reference(_op: ReduceOp, _o: &ReduceOptions, _inputs: &[HostTensor], _outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> { Err(Error::NotSupported("reduce is not implemented yet".into())) }
+pub fn limits() -> Vec<OpLimits> {
+    ReduceOp::ALL
+        .iter()
+        .map(|op| OpLimits {
+            name: op.name(),
+            operands: vec![
+                limits::tensor("input", op.data_types(), 0, MAX_RANK as u32),
+                limits::tensor("output", op.data_types(), 0, MAX_RANK as u32),
+            ],
+        })
+        .collect()
+}
+
+/// Checks a list of axes of an input of rank `rank`: no duplicates, each below the rank.
+pub fn check_axes(name: &str, axes: &[u32], rank: usize) -> Result<()> {
+    if let Some(a) = axes.iter().find(|&&a| a as usize >= rank) {
+        return Err(Error::Type(format!("{name}: axis {a} of {axes:?} is out of range for an input of rank {rank}")));
+    }
+    if (1..axes.len()).any(|i| axes[..i].contains(&axes[i])) {
+        return Err(Error::Type(format!("{name}: axes {axes:?} contain duplicates")));
+    }
+    Ok(())
+}
+
+/// The reduced axes, sorted: all of them when `axes` is absent.
+fn reduced_axes(axes: Option<&[u32]>, rank: usize) -> Vec<usize> {
+    match axes {
+        None => (0..rank).collect(),
+        Some(a) => {
+            let mut v: Vec<usize> = a.iter().map(|&x| x as usize).collect();
+            v.sort_unstable();
+            v
+        }
+    }
+}
+
+/// The spec's "calculate reduction output sizes".
+pub fn validate(op: ReduceOp, o: &ReduceOptions, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let input = inputs[0];
+    limits::check(&limits::tensor("input", op.data_types(), 0, MAX_RANK as u32), input)?;
+    let rank = input.rank();
+    if let Some(axes) = &o.axes {
+        check_axes(op.name(), axes, rank)?;
+    }
+    let axes = reduced_axes(o.axes.as_deref(), rank);
+    let shape: Vec<u32> = if o.keep_dimensions {
+        input.shape.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect()
+    } else {
+        input.shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect()
+    };
+    Ok(vec![OperandDescriptor::new(input.data_type, shape)])
+}
+
+/// One statistic of a row: `acc = combine(acc, map(x))` from `init`, then `finish(acc)`. The
+/// expressions are WGSL of the value type; `map` and `finish` may use `s1`, the first statistic,
+/// and `count`, the row length as f32.
+pub struct Stat {
+    pub init: String,
+    pub map: String,
+    /// An expression of `a` and `b`.
+    pub combine: String,
+    pub finish: String,
+}
+
+impl Stat {
+    fn sum(map: &str, finish: &str) -> Stat {
+        Stat { init: "0".into(), map: map.into(), combine: "a + b".into(), finish: finish.into() }
+    }
+}
+
+/// Computes per-row statistics of `input` over `axes` and stores them with `store`.
+pub struct RowReduction<'a> {
+    pub input: &'a OperandDescriptor,
+    /// Sorted reduced axes.
+    pub axes: &'a [usize],
+    pub first: Stat,
+    pub second: Option<Stat>,
+    /// The written binding's data type and buffer.
+    pub out_type: DataType,
+    pub target: BufRef,
+    /// WGSL statements writing row `row` of binding `out` from `s1` (and `s2`).
+    pub store: String,
+}
+
+/// Rows at least this long get a workgroup each.
+const WIDE_ROW: u64 = 256;
+
+/// `fn <name>(i: u32) -> u32`: the offset in the input of the `i`-th combination of `axes`.
+fn offset_fn(name: &str, shape: &[u32], axes: &[usize]) -> String {
+    let st = strides(shape);
+    let mut s = format!("fn {name}(i: u32) -> u32 {{\n    var r = i;\n    var o = 0u;\n");
+    for &a in axes.iter().rev() {
+        if shape[a] != 1 {
+            s += &format!("    o = o + (r % {d}u) * {}u; r = r / {d}u;\n", st[a], d = shape[a]);
+        }
+    }
+    s += "    return o;\n}\n";
+    s
+}
+
+impl RowReduction<'_> {
+    pub fn rows_and_length(&self) -> (u64, u64) {
+        let length: u64 = self.axes.iter().map(|&a| self.input.shape[a] as u64).product();
+        (self.input.element_count() / length.max(1), length)
+    }
+
+    pub fn build(&self) -> Result<Launch> {
+        let vt = value_type(self.input.data_type)?;
+        let (rows, length) = self.rows_and_length();
+        let kept: Vec<usize> = (0..self.input.rank()).filter(|a| !self.axes.contains(a)).collect();
+        let mut src = String::from(F16_HELPERS);
+        src += &binding(0, "input", self.input.data_type, false);
+        src += &load_fn("input", self.input.data_type)?;
+        src += &binding(1, "out", self.out_type, true);
+        src += &offset_fn("row_base", &self.input.shape, &kept);
+        src += &offset_fn("row_offset", &self.input.shape, self.axes);
+        let count = format!("f32({length}u)");
+        let cast = |e: &str| format!("{vt}({e})");
+        let stat_fns = |k: u32, s: &Stat| {
+            format!(
+                "fn map{k}(x: {vt}, s1: {vt}) -> {vt} {{ let count = {count}; return {}; }}\n\
+                 fn combine{k}(a: {vt}, b: {vt}) -> {vt} {{ return {}; }}\n\
+                 fn finish{k}(acc: {vt}, s1: {vt}) -> {vt} {{ let count = {count}; return {}; }}\n",
+                s.map, s.combine, s.finish
+            )
+        };
+        src += &stat_fns(1, &self.first);
+        let init1 = cast(&self.first.init);
+        let second = self.second.as_ref();
+        if let Some(s) = second {
+            src += &stat_fns(2, s);
+        }
+        let zero = cast("0");
+        if length >= WIDE_ROW {
+            let pass = |k: u32, init: &str, s1: &str| {
+                format!(
+                    "    acc = {init};\n    for (var j = lid; j < {length}u; j += 256u) {{ acc = combine{k}(acc, map{k}(load_input(base + row_offset(j)), {s1})); }}\n\
+                     \x20   partial[lid] = acc;\n    workgroupBarrier();\n\
+                     \x20   for (var h = 128u; h > 0u; h = h >> 1u) {{\n        if (lid < h) {{ partial[lid] = combine{k}(partial[lid], partial[lid + h]); }}\n        workgroupBarrier();\n    }}\n\
+                     \x20   let s{k} = finish{k}(partial[0], {s1});\n    workgroupBarrier();\n"
+                )
+            };
+            let mut body = format!("    var acc: {vt};\n");
+            body += &pass(1, &init1, &zero);
+            if let Some(s) = second {
+                body += &pass(2, &cast(&s.init), "s1");
+            }
+            src += &format!(
+                "var<workgroup> partial: array<{vt}, 256>;\n@compute @workgroup_size(256)\n\
+                 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{\n\
+                 \x20   let row = wid.x + wid.y * nwg.x;\n    if (row >= {rows}u) {{ return; }}\n    let base = row_base(row);\n\
+                 {body}    if (lid == 0u) {{\n{}\n    }}\n}}\n",
+                self.store
+            );
+            return Ok(self.launch(src, rows * 256, 256));
+        }
+        let pass = |k: u32, init: &str, s1: &str| {
+            format!(
+                "    acc = {init};\n    for (var j = 0u; j < {length}u; j++) {{ acc = combine{k}(acc, map{k}(load_input(base + row_offset(j)), {s1})); }}\n\
+                 \x20   let s{k} = finish{k}(acc, {s1});\n"
+            )
+        };
+        let mut body = format!("    var acc: {vt};\n");
+        body += &pass(1, &init1, &zero);
+        if let Some(s) = second {
+            body += &pass(2, &cast(&s.init), "s1");
+        }
+        src += &format!(
+            "@compute @workgroup_size(64)\n\
+             fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{\n\
+             \x20   let row = gid.x + gid.y * nwg.x * 64u;\n    if (row >= {rows}u) {{ return; }}\n    let base = row_base(row);\n\
+             {body}{}\n}}\n",
+            self.store
+        );
+        Ok(self.launch(src, rows, 64))
+    }
+
+    fn launch(&self, source: String, invocations: u64, workgroup_size: u32) -> Launch {
+        Launch { source, reads: vec![BufRef::Input(0)], writes: vec![self.target], invocations, workgroup_size }
+    }
+}
+
+/// The statistic and the final expression (of `s1`, `s2`, `count`) of a reduction.
+fn reduce_stats(op: ReduceOp, data_type: DataType) -> Result<(Stat, Option<Stat>)> {
+    let vt = value_type(data_type)?;
+    let (lowest, highest) = match vt {
+        "f32" => (literal(f64::NEG_INFINITY, vt), literal(f64::INFINITY, vt)),
+        "i32" => ("-2147483647 - 1".to_string(), "2147483647".to_string()),
+        _ => ("0u".to_string(), "4294967295u".to_string()),
+    };
+    Ok(match op {
+        ReduceOp::L1 => (Stat::sum("abs(x)", "acc"), None),
+        ReduceOp::L2 => (Stat::sum("x * x", "sqrt(acc)"), None),
+        ReduceOp::LogSum => (Stat::sum("x", "log(acc)"), None),
+        // log(sum(exp(x))) = max + log(sum(exp(x - max))); an infinite max is the result itself.
+        ReduceOp::LogSumExp => (
+            Stat { init: lowest.clone(), map: "x".into(), combine: "max(a, b)".into(), finish: "acc".into() },
+            Some(Stat::sum("exp(x - s1)", &format!("select(s1 + log(acc), s1, s1 == {lowest} || s1 == {highest})"))),
+        ),
+        ReduceOp::Max => {
+            (Stat { init: lowest, map: "x".into(), combine: "max(a, b)".into(), finish: "acc".into() }, None)
+        }
+        ReduceOp::Min => {
+            (Stat { init: highest, map: "x".into(), combine: "min(a, b)".into(), finish: "acc".into() }, None)
+        }
+        ReduceOp::Mean => (Stat::sum("x", "acc / count"), None),
+        ReduceOp::Product => {
+            (Stat { init: "1".into(), map: "x".into(), combine: "a * b".into(), finish: "acc".into() }, None)
+        }
+        ReduceOp::Sum => (Stat::sum("x", "acc"), None),
+        ReduceOp::SumSquare => (Stat::sum("x * x", "acc"), None),
+    })
+}
+
+/// One launch writing 32-bit outputs directly; packed outputs (float16, int8, uint8) go through a
+/// scratch buffer of the value type and a packing launch, since one output word may hold
+/// elements of rows reduced by different workgroups.
+pub fn lower(op: ReduceOp, o: &ReduceOptions, cx: &LowerContext) -> Result<Lowering> {
+    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+    let axes = reduced_axes(o.axes.as_deref(), input.rank());
+    let (first, second) = reduce_stats(op, input.data_type)?;
+    let result = if second.is_some() { "s2" } else { "s1" };
+    let packed = elements_per_word(out.data_type) > 1;
+    let value_descriptor = OperandDescriptor::new(
+        match value_type(out.data_type)? {
+            "f32" => DataType::Float32,
+            "i32" => DataType::Int32,
+            _ => DataType::Uint32,
+        },
+        out.shape.clone(),
+    );
+    let reduction = RowReduction {
+        input,
+        axes: &axes,
+        first,
+        second,
+        out_type: value_descriptor.data_type,
+        target: if packed { BufRef::Scratch(0) } else { BufRef::Output(0) },
+        store: format!("        out[row] = {result};"),
+    };
+    let launch = reduction.build()?;
+    if !packed {
+        return Ok(Lowering::single(launch));
+    }
+    let mut pack = ElementwiseKernel {
+        inputs: vec![("s", &value_descriptor)],
+        output: out,
+        helpers: String::new(),
+        body: "    return load_s(i);".into(),
+    }
+    .build()?;
+    pack.reads = vec![BufRef::Scratch(0)];
+    Ok(Lowering::Kernels { scratch: vec![buffer_size(&value_descriptor)], launches: vec![launch, pack] })
+}
+
+/// Each output element reduces the input elements whose kept coordinates are its own.
+pub fn reference(
+    op: ReduceOp,
+    o: &ReduceOptions,
+    inputs: &[HostTensor],
+    outputs: &[OperandDescriptor],
+) -> Result<Vec<HostTensor>> {
+    let input = &inputs[0];
+    let out = &outputs[0];
+    let shape = input.shape();
+    let axes = reduced_axes(o.axes.as_deref(), shape.len());
+    let kept_shape: Vec<u32> = (0..shape.len()).filter(|a| !axes.contains(a)).map(|a| shape[a]).collect();
+    let rows = out.element_count() as usize;
+    let mut groups: Vec<Vec<f64>> = vec![Vec::new(); rows];
+    for (i, &x) in input.data.iter().enumerate() {
+        let c = coords(i, shape);
+        let kept: Vec<usize> = (0..shape.len()).filter(|a| !axes.contains(a)).map(|a| c[a]).collect();
+        groups[crate::ops::reference::linear(&kept, &kept_shape)].push(x);
+    }
+    let integer = !input.descriptor.data_type.is_float();
+    let data = groups
+        .iter()
+        .map(|v| {
+            let n = v.len() as f64;
+            let sum = |f: &dyn Fn(f64) -> f64| v.iter().map(|&x| f(x)).sum::<f64>();
+            let r = match op {
+                ReduceOp::L1 => sum(&|x| x.abs()),
+                ReduceOp::L2 => sum(&|x| x * x).sqrt(),
+                ReduceOp::LogSum => sum(&|x| x).ln(),
+                ReduceOp::LogSumExp => {
+                    let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    if m.is_infinite() {
+                        m
+                    } else {
+                        m + sum(&|x| (x - m).exp()).ln()
+                    }
+                }
+                ReduceOp::Max => v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                ReduceOp::Min => v.iter().copied().fold(f64::INFINITY, f64::min),
+                ReduceOp::Mean => sum(&|x| x) / n,
+                ReduceOp::Product => v.iter().product(),
+                ReduceOp::Sum => sum(&|x| x),
+                ReduceOp::SumSquare => sum(&|x| x * x),
+            };
+            // Integer results wrap like the GPU's 32-bit arithmetic.
+            if integer {
+                wrap(r, input.descriptor.data_type)
+            } else {
+                round_to(r, out.data_type)
+            }
+        })
+        .collect();
+    Ok(vec![HostTensor::new(out.clone(), data)?])
+}
+
+fn wrap(v: f64, data_type: DataType) -> f64 {
+    let m = v.rem_euclid(4294967296.0);
+    match data_type {
+        DataType::Int32 => (m as u32 as i32) as f64,
+        DataType::Uint32 => m,
+        _ => round_to(v, data_type),
+    }
+}

@@ -1,12 +1,93 @@
-//! softmax along one axis.
+//! softmax along one axis: a row reduction of the max and of the sum of exp(x - max) per row of
+//! the axis, then `exp(x - max) / sum` element-wise (the max keeps exp from overflowing).
 
 use crate::error::{Error, Result};
-use crate::graph::OperandDescriptor;
-use crate::ops::limits::OpLimits;
-use crate::ops::reference::HostTensor;
-use crate::ops::wgsl::{LowerContext, Lowering};
+use crate::graph::operand::MAX_RANK;
+use crate::graph::{DataType, OperandDescriptor};
+use crate::ops::limits::{self, OpLimits, FLOATS};
+use crate::ops::movement::outer_inner;
+use crate::ops::reduce::{RowReduction, Stat};
+use crate::ops::reference::{round_to, HostTensor};
+use crate::ops::wgsl::{buffer_size, literal, BufRef, ElementwiseKernel, LowerContext, Lowering};
 
-pub fn limits() -> Vec<OpLimits> { Vec::new() }
-pub fn validate(_axis: u32, _inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> { Err(Error::NotSupported("softmax is not implemented yet".into())) }
-pub fn lower(_axis: u32, _cx: &LowerContext) -> Result<Lowering> { Err(Error::NotSupported("softmax is not implemented yet".into())) }
-pub fn reference(_axis: u32, _inputs: &[HostTensor], _outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> { Err(Error::NotSupported("softmax is not implemented yet".into())) }
+pub fn limits() -> Vec<OpLimits> {
+    vec![OpLimits {
+        name: "softmax",
+        operands: vec![
+            limits::tensor("input", FLOATS, 1, MAX_RANK as u32),
+            limits::tensor("output", FLOATS, 1, MAX_RANK as u32),
+        ],
+    }]
+}
+
+pub fn validate(axis: u32, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let input = inputs[0];
+    limits::check(&limits::of("softmax")?.operands[0], input)?;
+    if axis as usize >= input.rank() {
+        return Err(Error::Type(format!("softmax: axis {axis} is out of range for an input of rank {}", input.rank())));
+    }
+    Ok(vec![input.clone()])
+}
+
+pub fn lower(axis: u32, cx: &LowerContext) -> Result<Lowering> {
+    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+    let axis = axis as usize;
+    let axes = [axis];
+    let reduction = RowReduction {
+        input,
+        axes: &axes,
+        first: Stat {
+            init: literal(f64::NEG_INFINITY, "f32"),
+            map: "x".into(),
+            combine: "max(a, b)".into(),
+            finish: "acc".into(),
+        },
+        second: Some(Stat {
+            init: "0".into(),
+            map: "exp(x - s1)".into(),
+            combine: "a + b".into(),
+            finish: "acc".into(),
+        }),
+        out_type: DataType::Float32,
+        target: BufRef::Scratch(0),
+        store: "        out[row * 2u] = s1;\n        out[row * 2u + 1u] = s2;".into(),
+    };
+    let (rows, _) = reduction.rows_and_length();
+    let stats = OperandDescriptor::new(DataType::Float32, vec![rows as u32 * 2]);
+    let (_, inner) = outer_inner(&input.shape, axis);
+    let size = input.shape[axis] as u64;
+    let body = format!(
+        "    let row = (i / {}u) * {inner}u + i % {inner}u;\n    let m = load_stats(row * 2u);\n    return exp(load_input(i) - m) / load_stats(row * 2u + 1u);",
+        size * inner
+    );
+    let mut apply = ElementwiseKernel {
+        inputs: vec![("input", input), ("stats", &stats)],
+        output: out,
+        helpers: String::new(),
+        body,
+    }
+    .build()?;
+    apply.reads = vec![BufRef::Input(0), BufRef::Scratch(0)];
+    Ok(Lowering::Kernels { scratch: vec![buffer_size(&stats)], launches: vec![reduction.build()?, apply] })
+}
+
+/// `exp(x - max) / sum(exp(x - max))` over each row of the axis.
+pub fn reference(axis: u32, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    let input = &inputs[0];
+    let out = &outputs[0];
+    let axis = axis as usize;
+    let (outer, inner) = outer_inner(input.shape(), axis);
+    let (outer, inner, size) = (outer as usize, inner as usize, input.shape()[axis] as usize);
+    let mut data = vec![0.0; input.data.len()];
+    for o in 0..outer {
+        for r in 0..inner {
+            let index = |a: usize| (o * size + a) * inner + r;
+            let m = (0..size).map(|a| input.data[index(a)]).fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = (0..size).map(|a| (input.data[index(a)] - m).exp()).sum();
+            for a in 0..size {
+                data[index(a)] = round_to((input.data[index(a)] - m).exp() / sum, out.data_type);
+            }
+        }
+    }
+    Ok(vec![HostTensor::new(out.clone(), data)?])
+}

@@ -1,0 +1,319 @@
+//! Differential tests of matmul and gemm against the float64 reference: both kernels (direct for
+//! small M or N, tiled otherwise), sizes that are not tile multiples, broadcast batch dimensions,
+//! gemm's transposes and `c` broadcasts, float16, and the spec's validation errors.
+
+mod common;
+use common::*;
+use webnn_wgpu::graph::{DataType, OperandDescriptor};
+use webnn_wgpu::ops::matmul::GemmOptions;
+use webnn_wgpu::ops::{self, HostTensor, Op};
+use webnn_wgpu::runtime::Context;
+use webnn_wgpu::Error;
+
+/// Runs `op` on the GPU (inputs as graph inputs, then as constants) and compares with the float64
+/// reference. The bound is the f32 accumulation error over K terms, relative to the reference on
+/// absolute values (so cancellation cannot hide errors or make them look large), plus one unit in
+/// the last place of the output type.
+fn check_product(ctx: &Context, op: &Op, inputs: &[HostTensor], k: usize) {
+    let what = format!(
+        "{} on {:?}",
+        op.name(),
+        inputs
+            .iter()
+            .map(|t| t.descriptor.to_string())
+            .collect::<Vec<_>>()
+    );
+    let reference =
+        reference_op(op, inputs).unwrap_or_else(|e| panic!("{what}: reference failed: {e}"));
+    let abs_inputs: Vec<HostTensor> = inputs
+        .iter()
+        .map(|t| HostTensor {
+            descriptor: t.descriptor.clone(),
+            data: t.data.iter().map(|v| v.abs()).collect(),
+        })
+        .collect();
+    let abs_op = match op {
+        Op::Gemm(o) => Op::Gemm(GemmOptions {
+            alpha: o.alpha.abs(),
+            beta: o.beta.abs(),
+            ..o.clone()
+        }),
+        other => other.clone(),
+    };
+    let mut bound_desc: Vec<HostTensor> = abs_inputs;
+    for t in &mut bound_desc {
+        t.descriptor.data_type = DataType::Float32;
+    }
+    let bound = reference_op(&abs_op, &bound_desc).unwrap();
+    let t = reference[0].descriptor.data_type;
+    let ulp_rel = if t == DataType::Float16 {
+        2f64.powi(-10)
+    } else {
+        2f64.powi(-23)
+    };
+    for constant in [false, true] {
+        let gpu = run_op(ctx, op, inputs, &vec![constant; inputs.len()])
+            .unwrap_or_else(|e| panic!("{what}: gpu failed: {e}"));
+        assert_eq!(
+            gpu[0].descriptor, reference[0].descriptor,
+            "{what}: descriptor"
+        );
+        for (i, ((&g, &r), &b)) in gpu[0]
+            .data
+            .iter()
+            .zip(&reference[0].data)
+            .zip(&bound[0].data)
+            .enumerate()
+        {
+            let tol = (k as f64 + 2.0) * 2f64.powi(-23) * b + ulp_rel * r.abs() + 2f64.powi(-24);
+            assert!(
+                (g - r).abs() <= tol,
+                "{what} (constant {constant}): element {i}: gpu {g} vs reference {r} (tolerance {tol})"
+            );
+        }
+    }
+}
+
+const MATMUL_CASES: &[(&[u32], &[u32])] = &[
+    (&[1, 1], &[1, 1]),
+    (&[1, 1, 1], &[1, 1]),
+    (&[3, 65], &[65, 67]),
+    (&[129, 1], &[1, 130]),
+    (&[1, 300], &[300, 200]),
+    (&[200, 300], &[300, 1]),
+    (&[70, 33], &[33, 130]),
+    (&[64, 64], &[64, 64]),
+    (&[130, 257], &[257, 65]),
+    (&[40, 30], &[30, 33]),
+    (&[2, 1, 17, 20], &[3, 20, 18]),
+    (&[5, 16, 16], &[16, 16]),
+    (&[16, 16], &[4, 16, 20]),
+    (&[2, 3, 20, 24], &[2, 3, 24, 17]),
+    (&[3, 1, 70, 8], &[1, 2, 8, 66]),
+    (&[1, 2, 1, 2, 5, 3], &[2, 1, 2, 1, 3, 4]),
+];
+
+#[test]
+fn matmul_against_reference() {
+    let ctx = context();
+    let mut rng = Rng::new(11);
+    for data_type in [DataType::Float32, DataType::Float16] {
+        for (a, b) in MATMUL_CASES {
+            let x = rng.tensor(data_type, a, -1.0, 1.0);
+            let y = rng.tensor(data_type, b, -1.0, 1.0);
+            check_product(&ctx, &Op::Matmul, &[x, y], a[a.len() - 1] as usize);
+        }
+    }
+}
+
+#[test]
+fn matmul_random_shapes() {
+    let ctx = context();
+    let mut rng = Rng::new(12);
+    for round in 0..12 {
+        let data_type = if round % 3 == 2 {
+            DataType::Float16
+        } else {
+            DataType::Float32
+        };
+        let (m, k, n) = (1 + rng.below(90), 1 + rng.below(70), 1 + rng.below(90));
+        let batch_rank = rng.below(3) as usize;
+        let batch = rng.shape(batch_rank, 3);
+        // Each input keeps a random suffix of the batch shape, with random dimensions set to 1.
+        let side = |rng: &mut Rng| -> Vec<u32> {
+            let keep = rng.below(batch_rank as u32 + 1) as usize;
+            batch[batch_rank - keep..]
+                .iter()
+                .map(|&d| if rng.below(3) == 0 { 1 } else { d })
+                .collect()
+        };
+        let mut sa = side(&mut rng);
+        let mut sb = side(&mut rng);
+        sa.extend([m, k]);
+        sb.extend([k, n]);
+        let x = rng.tensor(data_type, &sa, -2.0, 2.0);
+        let y = rng.tensor(data_type, &sb, -2.0, 2.0);
+        check_product(&ctx, &Op::Matmul, &[x, y], k as usize);
+    }
+}
+
+#[test]
+fn gemm_options_against_reference() {
+    let ctx = context();
+    let mut rng = Rng::new(13);
+    for data_type in [DataType::Float32, DataType::Float16] {
+        for &(m, k, n) in &[
+            (1u32, 1u32, 1u32),
+            (3, 65, 67),
+            (70, 33, 130),
+            (65, 17, 33),
+            (2, 40, 80),
+        ] {
+            for a_transpose in [false, true] {
+                for b_transpose in [false, true] {
+                    let c_shapes: [Option<Vec<u32>>; 6] = [
+                        None,
+                        Some(vec![]),
+                        Some(vec![n]),
+                        Some(vec![1, n]),
+                        Some(vec![m, 1]),
+                        Some(vec![m, n]),
+                    ];
+                    for (ci, c_shape) in c_shapes.iter().enumerate() {
+                        // Every `c` shape without transposes; two of them with each transpose.
+                        if (a_transpose || b_transpose) && ci != 2 && ci != 5 {
+                            continue;
+                        }
+                        let sa = if a_transpose { [k, m] } else { [m, k] };
+                        let sb = if b_transpose { [n, k] } else { [k, n] };
+                        let mut inputs = vec![
+                            rng.tensor(data_type, &sa, -1.0, 1.0),
+                            rng.tensor(data_type, &sb, -1.0, 1.0),
+                        ];
+                        if let Some(cs) = c_shape {
+                            inputs.push(rng.tensor(data_type, cs, -1.0, 1.0));
+                        }
+                        let options = GemmOptions {
+                            alpha: if ci % 2 == 0 { 1.0 } else { 0.3 },
+                            beta: if ci % 3 == 0 { 1.0 } else { -2.5 },
+                            a_transpose,
+                            b_transpose,
+                            has_c: c_shape.is_some(),
+                        };
+                        check_product(&ctx, &Op::Gemm(options), &inputs, k as usize);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn d(data_type: DataType, shape: &[u32]) -> OperandDescriptor {
+    OperandDescriptor::new(data_type, shape.to_vec())
+}
+
+fn is_type_error(op: &Op, inputs: &[&OperandDescriptor]) -> bool {
+    matches!(ops::validate(op, inputs), Err(Error::Type(_)))
+}
+
+#[test]
+fn matmul_validation() {
+    let f = DataType::Float32;
+    let ok = ops::validate(&Op::Matmul, &[&d(f, &[2, 1, 3, 4]), &d(f, &[5, 4, 6])]).unwrap();
+    assert_eq!(ok[0], d(f, &[2, 5, 3, 6]));
+    assert!(
+        is_type_error(&Op::Matmul, &[&d(f, &[4]), &d(f, &[4, 2])]),
+        "rank 1"
+    );
+    assert!(
+        is_type_error(&Op::Matmul, &[&d(f, &[2, 4]), &d(f, &[4])]),
+        "rank 1 b"
+    );
+    assert!(
+        is_type_error(&Op::Matmul, &[&d(f, &[]), &d(f, &[])]),
+        "scalars"
+    );
+    assert!(
+        is_type_error(&Op::Matmul, &[&d(f, &[2, 3]), &d(f, &[4, 2])]),
+        "K mismatch"
+    );
+    assert!(
+        is_type_error(&Op::Matmul, &[&d(f, &[2, 2, 3]), &d(f, &[3, 3, 2])]),
+        "batch mismatch"
+    );
+    assert!(
+        is_type_error(
+            &Op::Matmul,
+            &[&d(f, &[2, 3]), &d(DataType::Float16, &[3, 2])]
+        ),
+        "types differ"
+    );
+    assert!(
+        is_type_error(
+            &Op::Matmul,
+            &[&d(DataType::Int32, &[2, 3]), &d(DataType::Int32, &[3, 2])]
+        ),
+        "int32"
+    );
+}
+
+#[test]
+fn gemm_validation() {
+    let f = DataType::Float32;
+    let g = |a_transpose, b_transpose, has_c| {
+        Op::Gemm(GemmOptions {
+            a_transpose,
+            b_transpose,
+            has_c,
+            ..Default::default()
+        })
+    };
+    let ok = ops::validate(
+        &g(true, true, true),
+        &[&d(f, &[3, 2]), &d(f, &[5, 3]), &d(f, &[5])],
+    )
+    .unwrap();
+    assert_eq!(ok[0], d(f, &[2, 5]));
+    assert!(
+        is_type_error(
+            &g(false, false, false),
+            &[&d(f, &[2, 3, 4]), &d(f, &[4, 2])]
+        ),
+        "rank 3 a"
+    );
+    assert!(
+        is_type_error(&g(false, false, false), &[&d(f, &[3]), &d(f, &[3, 2])]),
+        "rank 1 a"
+    );
+    assert!(
+        is_type_error(&g(false, false, false), &[&d(f, &[2, 3]), &d(f, &[2, 3])]),
+        "K mismatch"
+    );
+    assert!(ops::validate(&g(false, true, false), &[&d(f, &[2, 3]), &d(f, &[4, 3])]).is_ok());
+    assert!(
+        is_type_error(&g(true, false, false), &[&d(f, &[2, 3]), &d(f, &[3, 4])]),
+        "aTranspose K"
+    );
+    assert!(
+        is_type_error(
+            &g(false, false, true),
+            &[&d(f, &[2, 3]), &d(f, &[3, 4]), &d(f, &[4, 2])]
+        ),
+        "c shape"
+    );
+    assert!(
+        is_type_error(
+            &g(false, false, true),
+            &[&d(f, &[2, 3]), &d(f, &[3, 4]), &d(f, &[1, 2, 4])]
+        ),
+        "c rank"
+    );
+    assert!(
+        is_type_error(
+            &g(false, false, true),
+            &[&d(f, &[2, 3]), &d(f, &[3, 4]), &d(f, &[3])]
+        ),
+        "c broadcast"
+    );
+    assert!(
+        is_type_error(
+            &g(false, false, true),
+            &[&d(f, &[2, 3]), &d(f, &[3, 4]), &d(DataType::Float16, &[4])]
+        ),
+        "c type"
+    );
+    assert!(
+        is_type_error(
+            &g(false, false, false),
+            &[&d(f, &[2, 3]), &d(DataType::Float16, &[3, 4])]
+        ),
+        "b type"
+    );
+    assert!(
+        is_type_error(
+            &g(false, false, false),
+            &[&d(DataType::Int32, &[2, 3]), &d(DataType::Int32, &[3, 4])]
+        ),
+        "int32"
+    );
+}
