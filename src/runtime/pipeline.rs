@@ -62,7 +62,7 @@ impl PipelineCache {
         let layout = self.layout(device, reads, writes);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("webnn kernel"),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
+            source: wgpu::ShaderSource::Wgsl(crate::ops::wgsl::with_prelude(source).into()),
         });
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some("webnn"),
