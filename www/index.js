@@ -1,6 +1,6 @@
 // The demo page: installs navigator.ml from the wasm package, builds the tiny MLP of mlp.js,
 // runs it on the WebGPU adapter and shows the probabilities, the float64 reference and timings.
-import { install } from '../pkg/index.js';
+import { init, install } from '../pkg/index.js';
 import { BATCH, OUT, x, buildGraph, reference } from './mlp.js';
 
 const RUNS = 20;
@@ -24,7 +24,10 @@ async function main() {
     timings.push([what, performance.now() - t0]);
     return r;
   };
-  await time('install()', () => install({ force: true }));
+  await time('install() and loading the wasm module', async () => {
+    install({ force: true });
+    await init();
+  });
   const context = await time('navigator.ml.createContext()', () => navigator.ml.createContext());
   const builder = new MLGraphBuilder(context);
   const output = buildGraph(builder);

@@ -78,6 +78,9 @@ pub fn all() -> Vec<OpLimits> {
     all.extend(crate::ops::normalization::limits());
     all.extend(crate::ops::cast::limits());
     all.extend(crate::ops::where_op::limits());
+    all.extend(crate::ops::conv2d::limits());
+    all.extend(crate::ops::pool2d::limits());
+    all.extend(crate::ops::batch_normalization::limits());
     all.sort_by_key(|l| l.name);
     all
 }
@@ -100,6 +103,22 @@ pub fn check_input_count(op: &Op, count: usize) -> Result<()> {
             n..=n
         }
         Op::Where => 3..=3,
+        Op::Conv2d(o) => {
+            let n = 2 + o.has_bias as usize;
+            n..=n
+        }
+        Op::ConvTranspose2d(o) => {
+            let n = 2 + o.has_bias as usize;
+            n..=n
+        }
+        Op::BatchNormalization(o) => {
+            let n = 3 + o.has_scale as usize + o.has_bias as usize;
+            n..=n
+        }
+        Op::InstanceNormalization(o) => {
+            let n = 1 + o.has_scale as usize + o.has_bias as usize;
+            n..=n
+        }
         Op::Concat { .. } => 1..=usize::MAX,
         _ => 1..=1,
     };

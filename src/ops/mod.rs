@@ -3,8 +3,10 @@
 //! reference and its `opSupportLimits()` entry; this file only routes [`Op`] to the family.
 
 pub mod activation;
+pub mod batch_normalization;
 pub mod cast;
 pub mod concat;
+pub mod conv2d;
 pub mod elementwise_binary;
 pub mod elementwise_unary;
 pub mod gather;
@@ -13,6 +15,7 @@ pub mod logical;
 pub mod matmul;
 pub mod movement;
 pub mod normalization;
+pub mod pool2d;
 pub mod reduce;
 pub mod reference;
 pub mod reshape;
@@ -50,6 +53,11 @@ pub enum Op {
     LayerNormalization(normalization::LayerNormalizationOptions),
     Cast { data_type: crate::graph::DataType },
     Where,
+    Conv2d(conv2d::Conv2dOptions),
+    ConvTranspose2d(conv2d::ConvTranspose2dOptions),
+    Pool2d(pool2d::PoolKind, pool2d::Pool2dOptions),
+    BatchNormalization(batch_normalization::BatchNormalizationOptions),
+    InstanceNormalization(batch_normalization::InstanceNormalizationOptions),
 }
 
 impl Op {
@@ -74,6 +82,11 @@ impl Op {
             Op::LayerNormalization(_) => "layerNormalization",
             Op::Cast { .. } => "cast",
             Op::Where => "where",
+            Op::Conv2d(_) => "conv2d",
+            Op::ConvTranspose2d(_) => "convTranspose2d",
+            Op::Pool2d(kind, _) => kind.name(),
+            Op::BatchNormalization(_) => "batchNormalization",
+            Op::InstanceNormalization(_) => "instanceNormalization",
         }
     }
 }
@@ -100,6 +113,11 @@ pub fn validate(op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDes
         Op::LayerNormalization(o) => normalization::validate_layer_normalization(o, inputs),
         Op::Cast { data_type } => cast::validate(*data_type, inputs),
         Op::Where => where_op::validate(inputs),
+        Op::Conv2d(o) => conv2d::validate_conv2d(o, inputs),
+        Op::ConvTranspose2d(o) => conv2d::validate_conv_transpose2d(o, inputs),
+        Op::Pool2d(kind, o) => pool2d::validate(*kind, o, inputs),
+        Op::BatchNormalization(o) => batch_normalization::validate_batch_normalization(o, inputs),
+        Op::InstanceNormalization(o) => batch_normalization::validate_instance_normalization(o, inputs),
     }
 }
 
@@ -124,6 +142,11 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
         Op::LayerNormalization(o) => normalization::lower_layer_normalization(o, cx),
         Op::Cast { .. } => cast::lower(cx),
         Op::Where => where_op::lower(cx),
+        Op::Conv2d(o) => conv2d::lower_conv2d(o, cx),
+        Op::ConvTranspose2d(o) => conv2d::lower_conv_transpose2d(o, cx),
+        Op::Pool2d(kind, o) => pool2d::lower(*kind, o, cx),
+        Op::BatchNormalization(o) => batch_normalization::lower_batch_normalization(o, cx),
+        Op::InstanceNormalization(o) => batch_normalization::lower_instance_normalization(o, cx),
     }
 }
 
@@ -148,5 +171,10 @@ pub fn reference(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) 
         Op::LayerNormalization(o) => normalization::reference_layer_normalization(o, inputs, outputs),
         Op::Cast { .. } => cast::reference(inputs, outputs),
         Op::Where => where_op::reference(inputs, outputs),
+        Op::Conv2d(o) => conv2d::reference_conv2d(o, inputs, outputs),
+        Op::ConvTranspose2d(o) => conv2d::reference_conv_transpose2d(o, inputs, outputs),
+        Op::Pool2d(kind, o) => pool2d::reference(*kind, o, inputs, outputs),
+        Op::BatchNormalization(o) => batch_normalization::reference_batch_normalization(o, inputs, outputs),
+        Op::InstanceNormalization(o) => batch_normalization::reference_instance_normalization(o, inputs, outputs),
     }
 }

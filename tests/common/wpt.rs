@@ -273,6 +273,90 @@ pub fn parse_operator(name: &str, a: &Args) -> Result<(Op, Vec<Operand>)> {
                 a.operand("falseValue")?,
             ],
         )),
+        "conv2d" | "convTranspose2d" => {
+            use webnn_wgpu::ops::conv2d::*;
+            let bias = a.option_operand("bias");
+            let groups = o.get("groups").and_then(|v| v.as_u64()).unwrap_or(1) as u32;
+            let layout = o.get("inputLayout").and_then(|v| v.as_str()).unwrap_or("nchw");
+            let input_layout = InputLayout::from_name(layout)?;
+            let filter_layout = o.get("filterLayout").and_then(|v| v.as_str());
+            let op = if name == "conv2d" {
+                Op::Conv2d(Conv2dOptions {
+                    padding: Args::u32_list(o.get("padding")),
+                    strides: Args::u32_list(o.get("strides")),
+                    dilations: Args::u32_list(o.get("dilations")),
+                    groups,
+                    input_layout,
+                    filter_layout: Conv2dFilterLayout::from_name(filter_layout.unwrap_or("oihw"))?,
+                    has_bias: bias.is_some(),
+                })
+            } else {
+                Op::ConvTranspose2d(ConvTranspose2dOptions {
+                    padding: Args::u32_list(o.get("padding")),
+                    strides: Args::u32_list(o.get("strides")),
+                    dilations: Args::u32_list(o.get("dilations")),
+                    output_padding: Args::u32_list(o.get("outputPadding")),
+                    output_sizes: Args::u32_list(o.get("outputSizes")),
+                    groups,
+                    input_layout,
+                    filter_layout: ConvTranspose2dFilterLayout::from_name(
+                        filter_layout.unwrap_or("iohw"),
+                    )?,
+                    has_bias: bias.is_some(),
+                })
+            };
+            let mut inputs = vec![input()?, a.operand("filter")?];
+            inputs.extend(bias);
+            Ok((op, inputs))
+        }
+        "averagePool2d" | "l2Pool2d" | "maxPool2d" => {
+            use webnn_wgpu::ops::pool2d::*;
+            let kind = PoolKind::ALL
+                .into_iter()
+                .find(|k| k.name() == name)
+                .unwrap_or(PoolKind::Max);
+            let layout = o.get("layout").and_then(|v| v.as_str()).unwrap_or("nchw");
+            let rounding = o.get("outputShapeRounding").and_then(|v| v.as_str());
+            let options = Pool2dOptions {
+                window_dimensions: Args::u32_list(o.get("windowDimensions")),
+                padding: Args::u32_list(o.get("padding")),
+                strides: Args::u32_list(o.get("strides")),
+                dilations: Args::u32_list(o.get("dilations")),
+                layout: webnn_wgpu::ops::conv2d::InputLayout::from_name(layout)?,
+                output_shape_rounding: RoundingType::from_name(rounding.unwrap_or("floor"))?,
+                output_sizes: Args::u32_list(o.get("outputSizes")),
+            };
+            Ok((Op::Pool2d(kind, options), vec![input()?]))
+        }
+        "batchNormalization" => {
+            let scale = a.option_operand("scale");
+            let bias = a.option_operand("bias");
+            let options = webnn_wgpu::ops::batch_normalization::BatchNormalizationOptions {
+                axis: o.get("axis").and_then(|v| v.as_u64()).unwrap_or(1) as u32,
+                epsilon: a.f64_option("epsilon").unwrap_or(1e-5),
+                has_scale: scale.is_some(),
+                has_bias: bias.is_some(),
+            };
+            let mut inputs = vec![input()?, a.operand("mean")?, a.operand("variance")?];
+            inputs.extend(scale);
+            inputs.extend(bias);
+            Ok((Op::BatchNormalization(options), inputs))
+        }
+        "instanceNormalization" => {
+            let scale = a.option_operand("scale");
+            let bias = a.option_operand("bias");
+            let layout = o.get("layout").and_then(|v| v.as_str()).unwrap_or("nchw");
+            let options = webnn_wgpu::ops::batch_normalization::InstanceNormalizationOptions {
+                epsilon: a.f64_option("epsilon").unwrap_or(1e-5),
+                layout: webnn_wgpu::ops::conv2d::InputLayout::from_name(layout)?,
+                has_scale: scale.is_some(),
+                has_bias: bias.is_some(),
+            };
+            let mut inputs = vec![input()?];
+            inputs.extend(scale);
+            inputs.extend(bias);
+            Ok((Op::InstanceNormalization(options), inputs))
+        }
         other => Err(Error::NotSupported(format!(
             "operator {other} is not implemented"
         ))),
@@ -343,6 +427,17 @@ pub fn tolerance(name: &str, op: &Op, inputs: &[&OperandDescriptor]) -> Toleranc
         ("hardSwish", _) => Tolerance::Ulp(4),
         ("softsign", _) => Tolerance::Ulp(3),
         ("batchNormalization", _) => Tolerance::Ulp(6),
+        // WPT: twice the number of products summed for each output element.
+        ("conv2d", Op::Conv2d(c)) => conv_tolerance(webnn_wgpu::ops::conv2d::conv2d_geometry(c, inputs)),
+        ("convTranspose2d", Op::ConvTranspose2d(c)) => {
+            conv_tolerance(webnn_wgpu::ops::conv2d::conv_transpose2d_geometry(c, inputs))
+        }
+        // WPT: the window size (twice for l2Pool2d) plus 2.
+        ("averagePool2d" | "l2Pool2d", Op::Pool2d(kind, p)) => {
+            let window = webnn_wgpu::ops::pool2d::geometry(*kind, p, inputs[0])
+                .map_or(0, |g| g.window[0] as u64 * g.window[1] as u64);
+            Tolerance::Ulp(if name == "l2Pool2d" { 2 * window } else { window } + 2)
+        }
         (
             "sin"
             | "cos"
@@ -358,6 +453,12 @@ pub fn tolerance(name: &str, op: &Op, inputs: &[&OperandDescriptor]) -> Toleranc
         ("reciprocal", _) => Tolerance::Ulp(2),
         _ => Tolerance::Ulp(0),
     }
+}
+
+fn conv_tolerance(geometry: Result<webnn_wgpu::ops::conv2d::ConvGeometry>) -> Tolerance {
+    Tolerance::Ulp(geometry.map_or(0, |g| {
+        2 * g.filter_size[0] as u64 * g.filter_size[1] as u64 * (g.input_channels / g.groups) as u64
+    }))
 }
 
 fn supported(op: &Op, descriptors: &[&OperandDescriptor]) -> bool {

@@ -1,0 +1,627 @@
+//! conv2d and convTranspose2d over 4-D tensors in either input layout and every filter layout.
+//!
+//! Validation resolves the options to a [`ConvGeometry`] (sizes, padding, strides, dilations and
+//! the element strides of each logical axis), which the WGSL lowering and the float64 reference
+//! both read, so layouts are handled once: every tensor is addressed through logical axes.
+
+use crate::error::{Error, Result};
+use crate::graph::operand::strides;
+use crate::graph::OperandDescriptor;
+use crate::ops::limits::{self, OpLimits, FLOATS};
+use crate::ops::reference::{round_to, HostTensor};
+use crate::ops::wgsl::{ElementwiseKernel, LowerContext, Lowering};
+
+/// `MLInputOperandLayout`, shared by the convolution, pooling and normalization families.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InputLayout {
+    #[default]
+    Nchw,
+    Nhwc,
+}
+
+impl InputLayout {
+    pub fn from_name(name: &str) -> Result<InputLayout> {
+        match name {
+            "nchw" => Ok(InputLayout::Nchw),
+            "nhwc" => Ok(InputLayout::Nhwc),
+            _ => Err(Error::Type(format!("'{name}' is not a valid MLInputOperandLayout"))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            InputLayout::Nchw => "nchw",
+            InputLayout::Nhwc => "nhwc",
+        }
+    }
+
+    /// The index of the channel axis.
+    pub fn channel_axis(self) -> usize {
+        match self {
+            InputLayout::Nchw => 1,
+            InputLayout::Nhwc => 3,
+        }
+    }
+}
+
+/// `MLConv2dFilterOperandLayout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Conv2dFilterLayout {
+    #[default]
+    Oihw,
+    Hwio,
+    Ohwi,
+    Ihwo,
+}
+
+impl Conv2dFilterLayout {
+    pub fn from_name(name: &str) -> Result<Conv2dFilterLayout> {
+        match name {
+            "oihw" => Ok(Conv2dFilterLayout::Oihw),
+            "hwio" => Ok(Conv2dFilterLayout::Hwio),
+            "ohwi" => Ok(Conv2dFilterLayout::Ohwi),
+            "ihwo" => Ok(Conv2dFilterLayout::Ihwo),
+            _ => Err(Error::Type(format!("'{name}' is not a valid MLConv2dFilterOperandLayout"))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Conv2dFilterLayout::Oihw => "oihw",
+            Conv2dFilterLayout::Hwio => "hwio",
+            Conv2dFilterLayout::Ohwi => "ohwi",
+            Conv2dFilterLayout::Ihwo => "ihwo",
+        }
+    }
+}
+
+/// `MLConvTranspose2dFilterOperandLayout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConvTranspose2dFilterLayout {
+    #[default]
+    Iohw,
+    Hwoi,
+    Ohwi,
+}
+
+impl ConvTranspose2dFilterLayout {
+    pub fn from_name(name: &str) -> Result<ConvTranspose2dFilterLayout> {
+        match name {
+            "iohw" => Ok(ConvTranspose2dFilterLayout::Iohw),
+            "hwoi" => Ok(ConvTranspose2dFilterLayout::Hwoi),
+            "ohwi" => Ok(ConvTranspose2dFilterLayout::Ohwi),
+            _ => Err(Error::Type(format!("'{name}' is not a valid MLConvTranspose2dFilterOperandLayout"))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ConvTranspose2dFilterLayout::Iohw => "iohw",
+            ConvTranspose2dFilterLayout::Hwoi => "hwoi",
+            ConvTranspose2dFilterLayout::Ohwi => "ohwi",
+        }
+    }
+}
+
+/// `MLConv2dOptions`; absent lists are `None` (the spec's "does not exist"). `bias` follows
+/// `input` and `filter` when present.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conv2dOptions {
+    pub padding: Option<Vec<u32>>,
+    pub strides: Option<Vec<u32>>,
+    pub dilations: Option<Vec<u32>>,
+    pub groups: u32,
+    pub input_layout: InputLayout,
+    pub filter_layout: Conv2dFilterLayout,
+    pub has_bias: bool,
+}
+
+/// The spec's defaults.
+impl Default for Conv2dOptions {
+    fn default() -> Self {
+        Conv2dOptions {
+            padding: None,
+            strides: None,
+            dilations: None,
+            groups: 1,
+            input_layout: InputLayout::Nchw,
+            filter_layout: Conv2dFilterLayout::Oihw,
+            has_bias: false,
+        }
+    }
+}
+
+/// `MLConvTranspose2dOptions`; `bias` follows `input` and `filter` when present.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConvTranspose2dOptions {
+    pub padding: Option<Vec<u32>>,
+    pub strides: Option<Vec<u32>>,
+    pub dilations: Option<Vec<u32>>,
+    pub output_padding: Option<Vec<u32>>,
+    pub output_sizes: Option<Vec<u32>>,
+    pub groups: u32,
+    pub input_layout: InputLayout,
+    pub filter_layout: ConvTranspose2dFilterLayout,
+    pub has_bias: bool,
+}
+
+/// The spec's defaults.
+impl Default for ConvTranspose2dOptions {
+    fn default() -> Self {
+        ConvTranspose2dOptions {
+            padding: None,
+            strides: None,
+            dilations: None,
+            output_padding: None,
+            output_sizes: None,
+            groups: 1,
+            input_layout: InputLayout::Nchw,
+            filter_layout: ConvTranspose2dFilterLayout::Iohw,
+            has_bias: false,
+        }
+    }
+}
+
+pub fn limits() -> Vec<OpLimits> {
+    ["conv2d", "convTranspose2d"]
+        .into_iter()
+        .map(|name| OpLimits {
+            name,
+            operands: vec![
+                limits::tensor("input", FLOATS, 4, 4),
+                limits::tensor("filter", FLOATS, 4, 4),
+                limits::tensor("bias", FLOATS, 1, 1),
+                limits::tensor("output", FLOATS, 4, 4),
+            ],
+        })
+        .collect()
+}
+
+/// A convolution with its options resolved and its layouts turned into element strides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConvGeometry {
+    pub transpose: bool,
+    pub batches: u32,
+    pub input_channels: u32,
+    pub input_size: [u32; 2],
+    pub output_channels: u32,
+    pub output_size: [u32; 2],
+    pub filter_size: [u32; 2],
+    /// `[beginningHeight, endingHeight, beginningWidth, endingWidth]`.
+    pub padding: [u32; 4],
+    pub strides: [u32; 2],
+    pub dilations: [u32; 2],
+    pub groups: u32,
+    pub input_layout: InputLayout,
+    /// Element strides of the input's `n, c, h, w` axes.
+    pub input_strides: [u64; 4],
+    /// Element strides of the output's `n, c, h, w` axes.
+    pub output_strides: [u64; 4],
+    /// Element strides of the filter's `o, i, h, w` axes (conv2d) or `i, o, h, w` axes
+    /// (convTranspose2d, `o` counting within a group).
+    pub filter_strides: [u64; 4],
+}
+
+impl ConvGeometry {
+    pub fn output_shape(&self) -> Vec<u32> {
+        let [h, w] = self.output_size;
+        match self.input_layout {
+            InputLayout::Nchw => vec![self.batches, self.output_channels, h, w],
+            InputLayout::Nhwc => vec![self.batches, h, w, self.output_channels],
+        }
+    }
+}
+
+/// The element strides of the logical axes `order` of a tensor whose layout is `layout`
+/// (both spelled with one letter per axis, e.g. `"oihw"` of a `"hwio"` filter).
+fn logical_strides(shape: &[u32], layout: &str, order: &str) -> [u64; 4] {
+    let physical = strides(shape);
+    let mut out = [0u64; 4];
+    for (k, axis) in order.chars().enumerate() {
+        if let Some(p) = layout.chars().position(|c| c == axis) {
+            out[k] = physical[p];
+        }
+    }
+    out
+}
+
+/// The dimensions of the logical axes `order` of a tensor of layout `layout`.
+fn logical_dims(shape: &[u32], layout: &str, order: &str) -> [u32; 4] {
+    let mut out = [0u32; 4];
+    for (k, axis) in order.chars().enumerate() {
+        if let Some(p) = layout.chars().position(|c| c == axis) {
+            out[k] = shape[p];
+        }
+    }
+    out
+}
+
+/// A list option of `len` items, or its default when absent.
+pub fn list_or(name: &str, list: &Option<Vec<u32>>, default: &[u32]) -> Result<Vec<u32>> {
+    match list {
+        None => Ok(default.to_vec()),
+        Some(l) if l.len() == default.len() => Ok(l.clone()),
+        Some(l) => Err(Error::Type(format!("{name} has {} items but must have {}", l.len(), default.len()))),
+    }
+}
+
+/// A pair option such as `strides` or `dilations`: two items, none 0, or `default` when absent.
+pub fn positive_pair(name: &str, list: &Option<Vec<u32>>, default: [u32; 2]) -> Result<[u32; 2]> {
+    let l = list_or(name, list, &default)?;
+    if l.contains(&0) {
+        return Err(Error::Type(format!("{name} {l:?} must not contain 0")));
+    }
+    Ok([l[0], l[1]])
+}
+
+/// The spec's "valid dimension" of a computed size.
+pub fn valid_dimension(what: &str, size: i128) -> Result<u32> {
+    if size >= 1 && size <= i32::MAX as i128 {
+        Ok(size as u32)
+    } else {
+        Err(Error::Type(format!("the {what} {size} is not a valid dimension")))
+    }
+}
+
+/// `(filterSize - 1) * dilation + 1`.
+pub fn effective_size(filter: u32, dilation: u32) -> i128 {
+    (filter as i128 - 1) * dilation as i128 + 1
+}
+
+/// The spec's "calculate conv output size" before rounding, as `floor` and `ceil`.
+pub fn conv_output_size(input: u32, filter: u32, begin: u32, end: u32, stride: u32, dilation: u32) -> (i128, i128) {
+    let span = input as i128 - effective_size(filter, dilation) + begin as i128 + end as i128;
+    let s = stride as i128;
+    (span.div_euclid(s) + 1, -(-span).div_euclid(s) + 1)
+}
+
+/// The type and rank checks of input and filter (the spec orders them differently for the two
+/// operators, but every one of them is a `TypeError`).
+fn check_operands(name: &str, inputs: &[&OperandDescriptor]) -> Result<()> {
+    let l = limits::of(name)?;
+    let (input, filter) = (inputs[0], inputs[1]);
+    limits::check(&l.operands[0], input)?;
+    limits::check(&l.operands[1], filter)?;
+    if filter.data_type != input.data_type {
+        return Err(Error::Type(format!("filter is {} but input is {}", filter.data_type, input.data_type)));
+    }
+    Ok(())
+}
+
+fn check_bias(inputs: &[&OperandDescriptor], has_bias: bool, output_channels: u32) -> Result<()> {
+    if has_bias {
+        let bias = inputs[2];
+        if bias.shape != [output_channels] {
+            return Err(Error::Type(format!(
+                "bias has shape {:?} but must have shape [{output_channels}]",
+                bias.shape
+            )));
+        }
+        if bias.data_type != inputs[0].data_type {
+            return Err(Error::Type(format!("bias is {} but input is {}", bias.data_type, inputs[0].data_type)));
+        }
+    }
+    Ok(())
+}
+
+/// Runs conv2d's validation steps and resolves its geometry.
+pub fn conv2d_geometry(o: &Conv2dOptions, inputs: &[&OperandDescriptor]) -> Result<ConvGeometry> {
+    check_operands("conv2d", inputs)?;
+    let (input, filter) = (inputs[0], inputs[1]);
+    let padding = list_or("padding", &o.padding, &[0, 0, 0, 0])?;
+    let strides = positive_pair("strides", &o.strides, [1, 1])?;
+    let dilations = positive_pair("dilations", &o.dilations, [1, 1])?;
+    if o.groups == 0 {
+        return Err(Error::Type("groups must not be 0".into()));
+    }
+    let layout = o.input_layout.name();
+    let [batches, input_channels, input_height, input_width] = logical_dims(&input.shape, layout, "nchw");
+    let filter_layout = o.filter_layout.name();
+    let [output_channels, filter_input_channels, filter_height, filter_width] =
+        logical_dims(&filter.shape, filter_layout, "oihw");
+    if input_channels % o.groups != 0 {
+        return Err(Error::Type(format!("input channels {input_channels} are not divisible by groups {}", o.groups)));
+    }
+    if input_channels / o.groups != filter_input_channels {
+        return Err(Error::Type(format!(
+            "input channels {input_channels} / groups {} is not the filter's input channels {filter_input_channels}",
+            o.groups
+        )));
+    }
+    if output_channels % o.groups != 0 {
+        return Err(Error::Type(format!("output channels {output_channels} are not divisible by groups {}", o.groups)));
+    }
+    check_bias(inputs, o.has_bias, output_channels)?;
+    let (h, _) = conv_output_size(input_height, filter_height, padding[0], padding[1], strides[0], dilations[0]);
+    let (w, _) = conv_output_size(input_width, filter_width, padding[2], padding[3], strides[1], dilations[1]);
+    let output_size = [valid_dimension("output height", h)?, valid_dimension("output width", w)?];
+    let mut geometry = ConvGeometry {
+        transpose: false,
+        batches,
+        input_channels,
+        input_size: [input_height, input_width],
+        output_channels,
+        output_size,
+        filter_size: [filter_height, filter_width],
+        padding: [padding[0], padding[1], padding[2], padding[3]],
+        strides,
+        dilations,
+        groups: o.groups,
+        input_layout: o.input_layout,
+        input_strides: logical_strides(&input.shape, layout, "nchw"),
+        output_strides: [0; 4],
+        filter_strides: logical_strides(&filter.shape, filter_layout, "oihw"),
+    };
+    geometry.output_strides = logical_strides(&geometry.output_shape(), layout, "nchw");
+    Ok(geometry)
+}
+
+/// Runs convTranspose2d's validation steps and resolves its geometry.
+pub fn conv_transpose2d_geometry(o: &ConvTranspose2dOptions, inputs: &[&OperandDescriptor]) -> Result<ConvGeometry> {
+    check_operands("convTranspose2d", inputs)?;
+    let (input, filter) = (inputs[0], inputs[1]);
+    let padding = list_or("padding", &o.padding, &[0, 0, 0, 0])?;
+    let strides = positive_pair("strides", &o.strides, [1, 1])?;
+    let dilations = positive_pair("dilations", &o.dilations, [1, 1])?;
+    let output_padding = list_or("outputPadding", &o.output_padding, &[0, 0])?;
+    match &o.output_sizes {
+        Some(sizes) if sizes.len() != 2 => {
+            return Err(Error::Type(format!("outputSizes has {} items but must have 2", sizes.len())))
+        }
+        Some(_) => {}
+        None => {
+            if output_padding[0] >= strides[0] || output_padding[1] >= strides[1] {
+                return Err(Error::Type(format!(
+                    "outputPadding {output_padding:?} must be smaller than strides {strides:?}"
+                )));
+            }
+        }
+    }
+    if o.groups == 0 {
+        return Err(Error::Type("groups must not be 0".into()));
+    }
+    let layout = o.input_layout.name();
+    let [batches, input_channels, input_height, input_width] = logical_dims(&input.shape, layout, "nchw");
+    let filter_layout = o.filter_layout.name();
+    let [filter_input_channels, filter_output_channels, filter_height, filter_width] =
+        logical_dims(&filter.shape, filter_layout, "iohw");
+    if input_channels != filter_input_channels {
+        return Err(Error::Type(format!(
+            "input channels {input_channels} differ from the filter's input channels {filter_input_channels}"
+        )));
+    }
+    // Not a step of the spec, which leaves the grouping of indivisible channels undefined.
+    if input_channels % o.groups != 0 {
+        return Err(Error::Type(format!("input channels {input_channels} are not divisible by groups {}", o.groups)));
+    }
+    let output_channels = valid_dimension("output channels", filter_output_channels as i128 * o.groups as i128)?;
+    check_bias(inputs, o.has_bias, output_channels)?;
+    let calculated = |size: u32, k: usize| -> i128 {
+        (size as i128 - 1) * strides[k] as i128 + effective_size([filter_height, filter_width][k], dilations[k])
+            - padding[2 * k] as i128
+            - padding[2 * k + 1] as i128
+    };
+    let (calculated_height, calculated_width) = (calculated(input_height, 0), calculated(input_width, 1));
+    let (h, w) = match &o.output_sizes {
+        Some(sizes) => {
+            let (h, w) = (sizes[0] as i128, sizes[1] as i128);
+            if h < calculated_height || h >= calculated_height + strides[0] as i128 {
+                return Err(Error::Type(format!(
+                    "outputSizes height {h} must be in {calculated_height} to {} exclusive",
+                    calculated_height + strides[0] as i128
+                )));
+            }
+            if w < calculated_width || w >= calculated_width + strides[1] as i128 {
+                return Err(Error::Type(format!(
+                    "outputSizes width {w} must be in {calculated_width} to {} exclusive",
+                    calculated_width + strides[1] as i128
+                )));
+            }
+            (h, w)
+        }
+        None => (calculated_height + output_padding[0] as i128, calculated_width + output_padding[1] as i128),
+    };
+    let output_size = [valid_dimension("output height", h)?, valid_dimension("output width", w)?];
+    let mut geometry = ConvGeometry {
+        transpose: true,
+        batches,
+        input_channels,
+        input_size: [input_height, input_width],
+        output_channels,
+        output_size,
+        filter_size: [filter_height, filter_width],
+        padding: [padding[0], padding[1], padding[2], padding[3]],
+        strides,
+        dilations,
+        groups: o.groups,
+        input_layout: o.input_layout,
+        input_strides: logical_strides(&input.shape, layout, "nchw"),
+        output_strides: [0; 4],
+        filter_strides: logical_strides(&filter.shape, filter_layout, "iohw"),
+    };
+    geometry.output_strides = logical_strides(&geometry.output_shape(), layout, "nchw");
+    Ok(geometry)
+}
+
+pub fn validate_conv2d(o: &Conv2dOptions, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let g = conv2d_geometry(o, inputs)?;
+    Ok(vec![OperandDescriptor::new(inputs[0].data_type, g.output_shape())])
+}
+
+pub fn validate_conv_transpose2d(
+    o: &ConvTranspose2dOptions,
+    inputs: &[&OperandDescriptor],
+) -> Result<Vec<OperandDescriptor>> {
+    let g = conv_transpose2d_geometry(o, inputs)?;
+    Ok(vec![OperandDescriptor::new(inputs[0].data_type, g.output_shape())])
+}
+
+/// Options baked into WGSL as `i32` literals must fit one.
+fn check_i32(name: &str, values: &[u32]) -> Result<()> {
+    if values.iter().any(|&v| v > i32::MAX as u32) {
+        return Err(Error::NotSupported(format!("{name} {values:?} exceed the kernel's 32-bit signed indices")));
+    }
+    Ok(())
+}
+
+/// One invocation per output element: the sum over its group's input channels and the filter
+/// window, accumulated in f32 (float16 is widened on load and rounded once on store).
+fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext) -> Result<Lowering> {
+    check_i32("padding", &g.padding)?;
+    check_i32("strides", &g.strides)?;
+    check_i32("dilations", &g.dilations)?;
+    let [osn, osc, osh, osw] = g.output_strides;
+    let [isn, isc, ish, isw] = g.input_strides;
+    let [fs0, fs1, fsh, fsw] = g.filter_strides;
+    let [ih, iw] = g.input_size;
+    let [oh, ow] = g.output_size;
+    let [kh, kw] = g.filter_size;
+    let [sh, sw] = g.strides;
+    let [dh, dw] = g.dilations;
+    let (pt, pl) = (g.padding[0], g.padding[2]);
+    let icg = g.input_channels / g.groups;
+    let ocg = g.output_channels / g.groups;
+    let mut body = format!(
+        "    let n = (i / {osn}u) % {}u;\n    let oc = (i / {osc}u) % {}u;\n    let oh = i32((i / {osh}u) % {oh}u);\n    let ow = i32((i / {osw}u) % {ow}u);\n    let g = oc / {ocg}u;\n    var acc = 0.0;\n    for (var ic = 0u; ic < {icg}u; ic++) {{\n        let c = g * {icg}u + ic;\n        for (var kh = 0u; kh < {kh}u; kh++) {{\n",
+        g.batches, g.output_channels
+    );
+    // conv2d reads input row `oh * stride - padding + kh * dilation`; convTranspose2d is its
+    // adjoint, reading the input row `ih` with `ih * stride - padding + kh * dilation == oh`.
+    let (row, col, filter) = if g.transpose {
+        (
+            format!("            let th = oh + {pt} - i32(kh) * {dh};\n            if (th < 0 || th % {sh} != 0 || th / {sh} >= {ih}) {{ continue; }}\n            let ih = u32(th / {sh});\n"),
+            format!("                let tw = ow + {pl} - i32(kw) * {dw};\n                if (tw < 0 || tw % {sw} != 0 || tw / {sw} >= {iw}) {{ continue; }}\n                let iw = u32(tw / {sw});\n"),
+            format!("c * {fs0}u + (oc % {ocg}u) * {fs1}u + kh * {fsh}u + kw * {fsw}u"),
+        )
+    } else {
+        (
+            format!("            let sh = oh * {sh} - {pt} + i32(kh) * {dh};\n            if (sh < 0 || sh >= {ih}) {{ continue; }}\n            let ih = u32(sh);\n"),
+            format!("                let sw = ow * {sw} - {pl} + i32(kw) * {dw};\n                if (sw < 0 || sw >= {iw}) {{ continue; }}\n                let iw = u32(sw);\n"),
+            format!("oc * {fs0}u + ic * {fs1}u + kh * {fsh}u + kw * {fsw}u"),
+        )
+    };
+    body += &row;
+    body += &format!("            for (var kw = 0u; kw < {kw}u; kw++) {{\n");
+    body += &col;
+    body += &format!(
+        "                acc += load_input(n * {isn}u + c * {isc}u + ih * {ish}u + iw * {isw}u) * load_weight({filter});\n            }}\n        }}\n    }}\n"
+    );
+    let mut inputs = vec![("input", cx.inputs[0]), ("weight", cx.inputs[1])];
+    if has_bias {
+        inputs.push(("bias", cx.inputs[2]));
+        body += "    return acc + load_bias(oc);";
+    } else {
+        body += "    return acc;";
+    }
+    let launch = ElementwiseKernel { inputs, output: cx.outputs[0], helpers: String::new(), body }.build()?;
+    Ok(Lowering::single(launch))
+}
+
+pub fn lower_conv2d(o: &Conv2dOptions, cx: &LowerContext) -> Result<Lowering> {
+    let g = conv2d_geometry(o, &cx.inputs)?;
+    lower(&g, o.has_bias, cx)
+}
+
+pub fn lower_conv_transpose2d(o: &ConvTranspose2dOptions, cx: &LowerContext) -> Result<Lowering> {
+    let g = conv_transpose2d_geometry(o, &cx.inputs)?;
+    lower(&g, o.has_bias, cx)
+}
+
+/// The spec's definitions summed in float64: conv2d gathers `input[ih, iw] * filter[kh, kw]`
+/// over `ih = oh * stride - padding + kh * dilation`; convTranspose2d scatters each input element
+/// to `oh = ih * stride - padding + kh * dilation`.
+fn reference(g: &ConvGeometry, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    let out = &outputs[0];
+    let (input, filter) = (&inputs[0].data, &inputs[1].data);
+    let bias = inputs.get(2).map(|b| &b.data);
+    let mut data = vec![0.0f64; out.element_count() as usize];
+    let icg = (g.input_channels / g.groups) as usize;
+    let ocg = (g.output_channels / g.groups) as usize;
+    let at = |strides: &[u64; 4], c: [usize; 4]| -> usize {
+        c.iter().zip(strides).map(|(&c, &s)| c as u64 * s).sum::<u64>() as usize
+    };
+    let [ih_max, iw_max] = g.input_size.map(|d| d as i64);
+    let [oh_max, ow_max] = g.output_size.map(|d| d as i64);
+    let [sh, sw] = g.strides.map(|d| d as i64);
+    let [dh, dw] = g.dilations.map(|d| d as i64);
+    let (pt, pl) = (g.padding[0] as i64, g.padding[2] as i64);
+    for n in 0..g.batches as usize {
+        for oc in 0..g.output_channels as usize {
+            let group = oc / ocg;
+            if let Some(b) = bias {
+                for oh in 0..oh_max as usize {
+                    for ow in 0..ow_max as usize {
+                        data[at(&g.output_strides, [n, oc, oh, ow])] = b[oc];
+                    }
+                }
+            }
+            for ic in 0..icg {
+                let c = group * icg + ic;
+                for kh in 0..g.filter_size[0] as i64 {
+                    for kw in 0..g.filter_size[1] as i64 {
+                        let w = if g.transpose {
+                            filter[at(&g.filter_strides, [c, oc % ocg, kh as usize, kw as usize])]
+                        } else {
+                            filter[at(&g.filter_strides, [oc, ic, kh as usize, kw as usize])]
+                        };
+                        if g.transpose {
+                            for ih in 0..ih_max {
+                                let oh = ih * sh - pt + kh * dh;
+                                if !(0..oh_max).contains(&oh) {
+                                    continue;
+                                }
+                                for iw in 0..iw_max {
+                                    let ow = iw * sw - pl + kw * dw;
+                                    if !(0..ow_max).contains(&ow) {
+                                        continue;
+                                    }
+                                    let x = input[at(&g.input_strides, [n, c, ih as usize, iw as usize])];
+                                    data[at(&g.output_strides, [n, oc, oh as usize, ow as usize])] += x * w;
+                                }
+                            }
+                        } else {
+                            for oh in 0..oh_max {
+                                let ih = oh * sh - pt + kh * dh;
+                                if !(0..ih_max).contains(&ih) {
+                                    continue;
+                                }
+                                for ow in 0..ow_max {
+                                    let iw = ow * sw - pl + kw * dw;
+                                    if !(0..iw_max).contains(&iw) {
+                                        continue;
+                                    }
+                                    let x = input[at(&g.input_strides, [n, c, ih as usize, iw as usize])];
+                                    data[at(&g.output_strides, [n, oc, oh as usize, ow as usize])] += x * w;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for v in &mut data {
+        *v = round_to(*v, out.data_type);
+    }
+    Ok(vec![HostTensor::new(out.clone(), data)?])
+}
+
+fn descriptors(inputs: &[HostTensor]) -> Vec<&OperandDescriptor> {
+    inputs.iter().map(|t| &t.descriptor).collect()
+}
+
+pub fn reference_conv2d(
+    o: &Conv2dOptions,
+    inputs: &[HostTensor],
+    outputs: &[OperandDescriptor],
+) -> Result<Vec<HostTensor>> {
+    reference(&conv2d_geometry(o, &descriptors(inputs))?, inputs, outputs)
+}
+
+pub fn reference_conv_transpose2d(
+    o: &ConvTranspose2dOptions,
+    inputs: &[HostTensor],
+    outputs: &[OperandDescriptor],
+) -> Result<Vec<HostTensor>> {
+    reference(&conv_transpose2d_geometry(o, &descriptors(inputs))?, inputs, outputs)
+}

@@ -1,0 +1,280 @@
+//! The pooling operations averagePool2d, l2Pool2d and maxPool2d over 4-D tensors.
+//!
+//! Padding is not data: averagePool2d divides by the number of input elements in the window
+//! (as WPT expects), l2Pool2d sums the squares of those elements, and maxPool2d takes their
+//! maximum. A window holding no input element (possible with large padding or `"ceil"`
+//! rounding) gives 0 for averagePool2d and l2Pool2d and the lowest value of the data type for
+//! maxPool2d.
+
+use crate::error::{Error, Result};
+use crate::graph::{DataType, OperandDescriptor};
+use crate::ops::conv2d::{conv_output_size, list_or, positive_pair, valid_dimension, InputLayout};
+use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
+use crate::ops::reference::{round_to, HostTensor};
+use crate::ops::wgsl::{literal, value_type, ElementwiseKernel, LowerContext, Lowering};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolKind {
+    Average,
+    L2,
+    Max,
+}
+
+impl PoolKind {
+    pub const ALL: [PoolKind; 3] = [PoolKind::Average, PoolKind::L2, PoolKind::Max];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PoolKind::Average => "averagePool2d",
+            PoolKind::L2 => "l2Pool2d",
+            PoolKind::Max => "maxPool2d",
+        }
+    }
+}
+
+/// `MLRoundingType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RoundingType {
+    #[default]
+    Floor,
+    Ceil,
+}
+
+impl RoundingType {
+    pub fn from_name(name: &str) -> Result<RoundingType> {
+        match name {
+            "floor" => Ok(RoundingType::Floor),
+            "ceil" => Ok(RoundingType::Ceil),
+            _ => Err(Error::Type(format!("'{name}' is not a valid MLRoundingType"))),
+        }
+    }
+}
+
+/// `MLPool2dOptions`; absent lists are `None` (the spec's "does not exist").
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Pool2dOptions {
+    pub window_dimensions: Option<Vec<u32>>,
+    pub padding: Option<Vec<u32>>,
+    pub strides: Option<Vec<u32>>,
+    pub dilations: Option<Vec<u32>>,
+    pub layout: InputLayout,
+    pub output_shape_rounding: RoundingType,
+    pub output_sizes: Option<Vec<u32>>,
+}
+
+pub fn limits() -> Vec<OpLimits> {
+    PoolKind::ALL
+        .iter()
+        .map(|kind| {
+            // maxPool2d only compares, so it takes any type the kernels store.
+            let types = if *kind == PoolKind::Max { SUPPORTED } else { FLOATS };
+            OpLimits {
+                name: kind.name(),
+                operands: vec![limits::tensor("input", types, 4, 4), limits::tensor("output", types, 4, 4)],
+            }
+        })
+        .collect()
+}
+
+/// A pooling operation with its options resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolGeometry {
+    pub batches: u32,
+    pub channels: u32,
+    pub input_size: [u32; 2],
+    pub output_size: [u32; 2],
+    pub window: [u32; 2],
+    /// `[beginningHeight, endingHeight, beginningWidth, endingWidth]`.
+    pub padding: [u32; 4],
+    pub strides: [u32; 2],
+    pub dilations: [u32; 2],
+    pub layout: InputLayout,
+}
+
+impl PoolGeometry {
+    pub fn output_shape(&self) -> Vec<u32> {
+        let [h, w] = self.output_size;
+        match self.layout {
+            InputLayout::Nchw => vec![self.batches, self.channels, h, w],
+            InputLayout::Nhwc => vec![self.batches, h, w, self.channels],
+        }
+    }
+
+    /// Element strides of the `n, c, h, w` axes of a tensor of spatial size `[h, w]`.
+    fn strides(&self, [h, w]: [u32; 2]) -> [u64; 4] {
+        let (c, h, w) = (self.channels as u64, h as u64, w as u64);
+        match self.layout {
+            InputLayout::Nchw => [c * h * w, h * w, w, 1],
+            InputLayout::Nhwc => [h * w * c, 1, w * c, c],
+        }
+    }
+}
+
+/// The spec's "create a pooling operation" steps, up to the output shape.
+///
+/// Two steps of the spec are not followed, as they contradict its own output-size check and
+/// WPT: padding is kept (not reset to zeros) when `outputSizes` is given, and `outputSizes` is
+/// not required to be smaller than `strides`.
+pub fn geometry(kind: PoolKind, o: &Pool2dOptions, input: &OperandDescriptor) -> Result<PoolGeometry> {
+    limits::check(&limits::of(kind.name())?.operands[0], input)?;
+    let (batches, channels, input_height, input_width) = match o.layout {
+        InputLayout::Nchw => (input.shape[0], input.shape[1], input.shape[2], input.shape[3]),
+        InputLayout::Nhwc => (input.shape[0], input.shape[3], input.shape[1], input.shape[2]),
+    };
+    let window = positive_pair("windowDimensions", &o.window_dimensions, [input_height, input_width])?;
+    let padding = list_or("padding", &o.padding, &[0; 4])?;
+    let strides = positive_pair("strides", &o.strides, [1, 1])?;
+    if let Some(sizes) = &o.output_sizes {
+        if sizes.len() != 2 {
+            return Err(Error::Type(format!("outputSizes has {} items but must have 2", sizes.len())));
+        }
+    }
+    let dilations = positive_pair("dilations", &o.dilations, [1, 1])?;
+    let (floor_h, ceil_h) = conv_output_size(input_height, window[0], padding[0], padding[1], strides[0], dilations[0]);
+    let (floor_w, ceil_w) = conv_output_size(input_width, window[1], padding[2], padding[3], strides[1], dilations[1]);
+    let (h, w) = match &o.output_sizes {
+        Some(sizes) => {
+            let (h, w) = (sizes[0] as i128, sizes[1] as i128);
+            if !((h == floor_h && w == floor_w) || (h == ceil_h && w == ceil_w)) {
+                return Err(Error::Type(format!(
+                    "outputSizes {sizes:?} are neither the floor [{floor_h}, {floor_w}] nor the ceiling [{ceil_h}, {ceil_w}] of the computed sizes"
+                )));
+            }
+            (h, w)
+        }
+        None => match o.output_shape_rounding {
+            RoundingType::Floor => (floor_h, floor_w),
+            RoundingType::Ceil => (ceil_h, ceil_w),
+        },
+    };
+    Ok(PoolGeometry {
+        batches,
+        channels,
+        input_size: [input_height, input_width],
+        output_size: [valid_dimension("output height", h)?, valid_dimension("output width", w)?],
+        window,
+        padding: [padding[0], padding[1], padding[2], padding[3]],
+        strides,
+        dilations,
+        layout: o.layout,
+    })
+}
+
+pub fn validate(kind: PoolKind, o: &Pool2dOptions, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let g = geometry(kind, o, inputs[0])?;
+    Ok(vec![OperandDescriptor::new(inputs[0].data_type, g.output_shape())])
+}
+
+/// The identity of max: the lowest value of the data type.
+fn lowest(data_type: DataType) -> f64 {
+    match data_type {
+        DataType::Float32 | DataType::Float16 => f64::NEG_INFINITY,
+        DataType::Int32 => i32::MIN as f64,
+        DataType::Int8 => i8::MIN as f64,
+        DataType::Int64 => i64::MIN as f64,
+        DataType::Uint32 | DataType::Uint64 | DataType::Uint8 => 0.0,
+    }
+}
+
+/// One invocation per output element, looping over its window.
+pub fn lower(kind: PoolKind, o: &Pool2dOptions, cx: &LowerContext) -> Result<Lowering> {
+    let g = geometry(kind, o, cx.inputs[0])?;
+    let all: Vec<u32> = g.padding.iter().chain(&g.strides).chain(&g.dilations).copied().collect();
+    if all.iter().any(|&v| v > i32::MAX as u32) {
+        return Err(Error::NotSupported(format!(
+            "{}: padding, strides or dilations exceed the kernel's 32-bit signed indices",
+            kind.name()
+        )));
+    }
+    let data_type = cx.inputs[0].data_type;
+    let vt = value_type(data_type)?;
+    let [osn, osc, osh, osw] = g.strides(g.output_size);
+    let [isn, isc, ish, isw] = g.strides(g.input_size);
+    let [ih, iw] = g.input_size;
+    let [oh, ow] = g.output_size;
+    let [kh, kw] = g.window;
+    let [sh, sw] = g.strides;
+    let [dh, dw] = g.dilations;
+    let (pt, pl) = (g.padding[0], g.padding[2]);
+    let (init, accumulate, finish) = match kind {
+        PoolKind::Average => (
+            "var acc = 0.0;\n    var count = 0.0;".to_string(),
+            "acc += x; count += 1.0;",
+            "select(acc / count, 0.0, count == 0.0)",
+        ),
+        PoolKind::L2 => ("var acc = 0.0;".to_string(), "acc += x * x;", "sqrt(acc)"),
+        PoolKind::Max => (format!("var acc = {};", literal(lowest(data_type), vt)), "acc = max(acc, x);", "acc"),
+    };
+    let body = format!(
+        "    let n = (i / {osn}u) % {}u;
+    let c = (i / {osc}u) % {}u;
+    let oh = i32((i / {osh}u) % {oh}u);
+    let ow = i32((i / {osw}u) % {ow}u);
+    {init}
+    for (var kh = 0; kh < {kh}; kh++) {{
+        let ih = oh * {sh} - {pt} + kh * {dh};
+        if (ih < 0 || ih >= {ih}) {{ continue; }}
+        for (var kw = 0; kw < {kw}; kw++) {{
+            let iw = ow * {sw} - {pl} + kw * {dw};
+            if (iw < 0 || iw >= {iw}) {{ continue; }}
+            let x = load_input(n * {isn}u + c * {isc}u + u32(ih) * {ish}u + u32(iw) * {isw}u);
+            {accumulate}
+        }}
+    }}
+    return {finish};",
+        g.batches, g.channels
+    );
+    let launch = ElementwiseKernel {
+        inputs: vec![("input", cx.inputs[0])],
+        output: cx.outputs[0],
+        helpers: String::new(),
+        body,
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+/// The pooled values in float64, window by window.
+pub fn reference(
+    kind: PoolKind,
+    o: &Pool2dOptions,
+    inputs: &[HostTensor],
+    outputs: &[OperandDescriptor],
+) -> Result<Vec<HostTensor>> {
+    let input = &inputs[0];
+    let out = &outputs[0];
+    let g = geometry(kind, o, &input.descriptor)?;
+    let os = g.strides(g.output_size);
+    let is = g.strides(g.input_size);
+    let at =
+        |s: &[u64; 4], c: [i64; 4]| -> usize { c.iter().zip(s).map(|(&c, &s)| c as u64 * s).sum::<u64>() as usize };
+    let [ih_max, iw_max] = g.input_size.map(|d| d as i64);
+    let (pt, pl) = (g.padding[0] as i64, g.padding[2] as i64);
+    let mut data = vec![0.0; out.element_count() as usize];
+    for n in 0..g.batches as i64 {
+        for c in 0..g.channels as i64 {
+            for oh in 0..g.output_size[0] as i64 {
+                for ow in 0..g.output_size[1] as i64 {
+                    let mut values = Vec::new();
+                    for kh in 0..g.window[0] as i64 {
+                        let ih = oh * g.strides[0] as i64 - pt + kh * g.dilations[0] as i64;
+                        for kw in 0..g.window[1] as i64 {
+                            let iw = ow * g.strides[1] as i64 - pl + kw * g.dilations[1] as i64;
+                            if (0..ih_max).contains(&ih) && (0..iw_max).contains(&iw) {
+                                values.push(input.data[at(&is, [n, c, ih, iw])]);
+                            }
+                        }
+                    }
+                    let v = match kind {
+                        PoolKind::Average if values.is_empty() => 0.0,
+                        PoolKind::Average => values.iter().sum::<f64>() / values.len() as f64,
+                        PoolKind::L2 => values.iter().map(|x| x * x).sum::<f64>().sqrt(),
+                        PoolKind::Max => values.iter().copied().fold(lowest(out.data_type), f64::max),
+                    };
+                    data[at(&os, [n, c, oh, ow])] = round_to(v, out.data_type);
+                }
+            }
+        }
+    }
+    Ok(vec![HostTensor::new(out.clone(), data)?])
+}
