@@ -1,0 +1,68 @@
+//! Browser tests of the WebNN JavaScript API in headless Chromium (WebGPU on SwiftShader):
+//! `tests/web.js` holds the test bodies, written against the standard globals as a page would
+//! use them; each Rust test installs the polyfill and awaits one of them.
+#![cfg(target_arch = "wasm32")]
+
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+#[wasm_bindgen(module = "/tests/web.js")]
+extern "C" {
+    #[wasm_bindgen(js_name = buildDispatchRead)]
+    fn build_dispatch_read() -> js_sys::Promise;
+    #[wasm_bindgen(js_name = float16ViaUint16Array)]
+    fn float16_via_uint16_array() -> js_sys::Promise;
+    #[wasm_bindgen(js_name = errorTypes)]
+    fn error_types() -> js_sys::Promise;
+    #[wasm_bindgen(js_name = swapRoundTrip)]
+    fn swap_round_trip() -> js_sys::Promise;
+    #[wasm_bindgen(js_name = quotaExceeded)]
+    fn quota_exceeded() -> js_sys::Promise;
+    #[wasm_bindgen(js_name = installLeavesPolyfillInPlace)]
+    fn install_leaves_polyfill_in_place() -> js_sys::Promise;
+}
+
+/// Installs the polyfill (replacing a native WebNN, if any) and runs one JS test.
+async fn run(test: fn() -> js_sys::Promise) {
+    assert!(webnn_wgpu::api::install(true));
+    if let Err(e) = JsFuture::from(test()).await {
+        let message = js_sys::Reflect::get(&e, &"stack".into())
+            .ok()
+            .and_then(|s| s.as_string())
+            .unwrap_or_else(|| format!("{e:?}"));
+        panic!("{message}");
+    }
+}
+
+#[wasm_bindgen_test]
+async fn build_dispatch_and_read_a_small_graph() {
+    run(build_dispatch_read).await;
+}
+
+#[wasm_bindgen_test]
+async fn float16_through_uint16_array() {
+    run(float16_via_uint16_array).await;
+}
+
+#[wasm_bindgen_test]
+async fn errors_have_the_spec_types() {
+    run(error_types).await;
+}
+
+#[wasm_bindgen_test]
+async fn swap_out_and_in_is_bit_identical_and_frees_device_memory() {
+    run(swap_round_trip).await;
+}
+
+#[wasm_bindgen_test]
+async fn a_graph_larger_than_the_budget_is_a_quota_exceeded_error() {
+    run(quota_exceeded).await;
+}
+
+#[wasm_bindgen_test]
+async fn install_defines_the_interfaces() {
+    run(install_leaves_polyfill_in_place).await;
+}
