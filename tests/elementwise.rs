@@ -154,3 +154,20 @@ fn unary_integer_ops() {
         }
     }
 }
+
+/// erf within a few ULP everywhere: near 0 (where 1 - erfc would cancel), in the tails (where
+/// erf is within an ULP of 1) and at the special values.
+#[test]
+fn erf_is_accurate() {
+    use webnn_wgpu::graph::OperandDescriptor;
+    use webnn_wgpu::ops::HostTensor;
+    let ctx = context();
+    let mut values: Vec<f64> = (-600..=600).map(|k| k as f64 / 100.0).collect();
+    values.extend([1e-30, -1e-20, 1e-7, -3e-4, 0.4999, 0.5001, 9.0, -12.0, f64::INFINITY, f64::NEG_INFINITY]);
+    for data_type in [DataType::Float32, DataType::Float16] {
+        let d = OperandDescriptor::new(data_type, vec![values.len() as u32]);
+        let data = values.iter().map(|&v| webnn_wgpu::ops::reference::round_to(v, data_type)).collect();
+        let x = HostTensor::new(d, data).unwrap();
+        check_op(&ctx, &Op::Unary(UnaryOp::Erf), &[x], 4, f32::MIN_POSITIVE as f64);
+    }
+}

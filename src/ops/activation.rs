@@ -1,10 +1,18 @@
-//! Activations: relu, sigmoid, tanh, gelu, leakyRelu, clamp.
+//! Activations: clamp, elu, gelu, hardSigmoid, hardSwish, leakyRelu, linear, prelu, relu, sigmoid,
+//! softplus, softsign, tanh.
+//!
+//! Float activations are computed in f32 (float16 is rounded on store). Where the spec's
+//! expression cancels (`exp(x) - 1`, `1 + erf(x)`, `ln(1 + exp(x))`), the kernels use forms that
+//! keep the relative error small, so the results stay within WPT's ULP budgets everywhere.
 
 use crate::error::{Error, Result};
-use crate::graph::OperandDescriptor;
-use crate::ops::limits::OpLimits;
-use crate::ops::reference::HostTensor;
-use crate::ops::wgsl::{LowerContext, Lowering};
+use crate::graph::operand::broadcast_shapes;
+use crate::graph::{DataType, OperandDescriptor};
+use crate::ops::elementwise_binary::broadcast_pair_kernel;
+use crate::ops::elementwise_unary::{erfc, ERFC, EXP_R};
+use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
+use crate::ops::reference::{cast_number, map_broadcast, HostTensor};
+use crate::ops::wgsl::{literal, value_type, ElementwiseKernel, LowerContext, Lowering};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Activation {
@@ -15,7 +23,18 @@ pub enum Activation {
     LeakyRelu { alpha: f64 },
     /// `MLClampOptions`: bounds are `MLNumber`s, absent meaning unbounded.
     Clamp { min_value: Option<f64>, max_value: Option<f64> },
+    Elu { alpha: f64 },
+    HardSigmoid { alpha: f64, beta: f64 },
+    HardSwish,
+    Linear { alpha: f64, beta: f64 },
+    Softplus,
+    Softsign,
+    /// Inputs `input` and `slope`, broadcast bidirectionally.
+    Prelu,
 }
+
+/// The spec's allowed types of relu and prelu, less int64.
+const SIGNED: &[DataType] = &[DataType::Float32, DataType::Float16, DataType::Int32, DataType::Int8];
 
 impl Activation {
     pub fn name(&self) -> &'static str {
@@ -26,11 +45,227 @@ impl Activation {
             Activation::Gelu => "gelu",
             Activation::LeakyRelu { .. } => "leakyRelu",
             Activation::Clamp { .. } => "clamp",
+            Activation::Elu { .. } => "elu",
+            Activation::HardSigmoid { .. } => "hardSigmoid",
+            Activation::HardSwish => "hardSwish",
+            Activation::Linear { .. } => "linear",
+            Activation::Softplus => "softplus",
+            Activation::Softsign => "softsign",
+            Activation::Prelu => "prelu",
+        }
+    }
+
+    /// One activation of each kind with its default options.
+    pub fn defaults() -> Vec<Activation> {
+        vec![
+            Activation::Clamp { min_value: None, max_value: None },
+            Activation::Elu { alpha: 1.0 },
+            Activation::Gelu,
+            Activation::HardSigmoid { alpha: 0.2, beta: 0.5 },
+            Activation::HardSwish,
+            Activation::LeakyRelu { alpha: 0.01 },
+            Activation::Linear { alpha: 1.0, beta: 0.0 },
+            Activation::Prelu,
+            Activation::Relu,
+            Activation::Sigmoid,
+            Activation::Softplus,
+            Activation::Softsign,
+            Activation::Tanh,
+        ]
+    }
+
+    fn data_types(&self) -> &'static [DataType] {
+        match self {
+            Activation::Relu | Activation::Prelu => SIGNED,
+            Activation::Clamp { .. } => SUPPORTED,
+            _ => FLOATS,
         }
     }
 }
 
-pub fn limits() -> Vec<OpLimits> { Vec::new() }
-pub fn validate(_op: &Activation, _inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> { Err(Error::NotSupported("activation is not implemented yet".into())) }
-pub fn lower(_op: &Activation, _cx: &LowerContext) -> Result<Lowering> { Err(Error::NotSupported("activation is not implemented yet".into())) }
-pub fn reference(_op: &Activation, _inputs: &[HostTensor], _outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> { Err(Error::NotSupported("activation is not implemented yet".into())) }
+pub fn limits() -> Vec<OpLimits> {
+    Activation::defaults()
+        .iter()
+        .map(|op| {
+            let types = op.data_types();
+            let mut operands = vec![limits::tensor("input", types, 0, 8)];
+            if *op == Activation::Prelu {
+                operands.push(limits::tensor("slope", types, 0, 8));
+            }
+            operands.push(limits::tensor("output", types, 0, 8));
+            OpLimits { name: op.name(), operands }
+        })
+        .collect()
+}
+
+/// clamp's bounds cast to the input type; an absent or NaN bound is unbounded (WPT's cases).
+fn clamp_bounds(min_value: Option<f64>, max_value: Option<f64>, data_type: DataType) -> (f64, f64) {
+    let bound = |v: Option<f64>, default: f64| cast_number(v.filter(|v| !v.is_nan()).unwrap_or(default), data_type);
+    (bound(min_value, f64::NEG_INFINITY), bound(max_value, f64::INFINITY))
+}
+
+pub fn validate(op: &Activation, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let input = inputs[0];
+    limits::check(&limits::tensor("input", op.data_types(), 0, 8), input)?;
+    match op {
+        Activation::Clamp { min_value, max_value } => {
+            let (lo, hi) = clamp_bounds(*min_value, *max_value, input.data_type);
+            if lo > hi {
+                return Err(Error::Type(format!("minValue {lo} is greater than maxValue {hi}")));
+            }
+            Ok(vec![input.clone()])
+        }
+        Activation::Prelu => {
+            let slope = inputs[1];
+            limits::check(&limits::tensor("slope", op.data_types(), 0, 8), slope)?;
+            if slope.data_type != input.data_type {
+                return Err(Error::Type(format!(
+                    "slope is {} but input is {}: the data types must match",
+                    slope.data_type, input.data_type
+                )));
+            }
+            let shape = broadcast_shapes(&slope.shape, &input.shape).ok_or_else(|| {
+                Error::Type(format!(
+                    "slope shape {:?} and input shape {:?} cannot be broadcast together",
+                    slope.shape, input.shape
+                ))
+            })?;
+            Ok(vec![OperandDescriptor::new(input.data_type, shape)])
+        }
+        _ => Ok(vec![input.clone()]),
+    }
+}
+
+/// `expm1` accurate near 0 (a Taylor polynomial there), where `exp(x) - 1` cancels.
+const EXPM1: &str = "fn expm1_f(x: f32) -> f32 {\n    if (abs(x) < 0.5) {\n        return x * (1.0 + x * (0.5 + x * (0.16666667 + x * (0.041666668 + x * (0.008333334 + x * (0.0013888889 + x * (0.0001984127 + x * (0.0000248016 + x * 0.0000027557))))))));\n    }\n    return exp(x) - 1.0;\n}\n";
+
+/// `log1p(u)` for `u` in [0, 1] as `2 atanh(u / (2 + u))`, a series in `s <= 1/3`: WGSL's `log`
+/// only has an absolute error bound near 1.
+const LOG1P: &str = "fn log1p_f(u: f32) -> f32 {\n    let s = u / (2.0 + u);\n    let s2 = s * s;\n    return 2.0 * s * (1.0 + s2 * (0.33333334 + s2 * (0.2 + s2 * (0.14285715 + s2 * (0.11111111 + s2 * (0.09090909 + s2 * (0.07692308 + s2 * (0.06666667 + s2 * 0.05882353))))))));\n}\n";
+
+/// `tanh` as `expm1(2|x|) / (expm1(2|x|) + 2)`, exact in sign and accurate near 0.
+const TANH: &str = "fn tanh_f(x: f32) -> f32 {\n    let a = abs(x);\n    if (a > 10.0) { return sign(x); }\n    let e = expm1_f(2.0 * a);\n    let r = e / (e + 2.0);\n    return select(r, -r, x < 0.0);\n}\n";
+
+pub fn lower(op: &Activation, cx: &LowerContext) -> Result<Lowering> {
+    let data_type = cx.inputs[0].data_type;
+    let vt = value_type(data_type)?;
+    let lit = |v: f64| literal(cast_number(v, data_type), vt);
+    let mut helpers = String::new();
+    let e = match op {
+        // NaN stays NaN, as in max(0, x) of IEEE maximum.
+        Activation::Relu => format!("select(x, {0}, x < {0})", literal(0.0, vt)),
+        Activation::Sigmoid => {
+            helpers = EXP_R.to_string();
+            "1.0 / (1.0 + exp_r(-x))".to_string()
+        }
+        Activation::Tanh => {
+            helpers = format!("{EXPM1}{TANH}");
+            "tanh_f(x)".to_string()
+        }
+        Activation::Gelu => {
+            // 0.5 x (1 + erf(x / sqrt 2)), with 1 + erf(z) = erfc(-z) so that x < 0 does not cancel.
+            helpers = format!("{EXP_R}{ERFC}");
+            "0.5 * x * select(erfc_pos(abs(x), 0.70710677, 0.5), 2.0 - erfc_pos(x, 0.70710677, 0.5), x > 0.0)".to_string()
+        }
+        Activation::LeakyRelu { alpha } => format!("select({} * x, x, x >= 0.0)", lit(*alpha)),
+        Activation::Clamp { min_value, max_value } => {
+            let (lo, hi) = clamp_bounds(*min_value, *max_value, data_type);
+            // An infinite bound clamps nothing; skipping it also keeps NaN inputs NaN.
+            let mut e = "x".to_string();
+            if lo != f64::NEG_INFINITY {
+                e = format!("max({e}, {})", literal(lo, vt));
+            }
+            if hi != f64::INFINITY {
+                e = format!("min({e}, {})", literal(hi, vt));
+            }
+            e
+        }
+        Activation::Elu { alpha } => {
+            helpers = EXPM1.to_string();
+            format!("select({} * expm1_f(x), x, x >= 0.0)", lit(*alpha))
+        }
+        Activation::HardSigmoid { alpha, beta } => {
+            format!("max(min(fma({}, x, {}), 1.0), 0.0)", lit(*alpha), lit(*beta))
+        }
+        Activation::HardSwish => "x * max(0.0, min(6.0, x + 3.0)) / 6.0".to_string(),
+        // fma: one rounding, where alpha x + beta cancels.
+        Activation::Linear { alpha, beta } => format!("fma({}, x, {})", lit(*alpha), lit(*beta)),
+        Activation::Softplus => {
+            // ln(1 + e^x) = max(x, 0) + ln(1 + e^-|x|): no overflow, no loss for x << 0.
+            helpers = format!("{EXP_R}{LOG1P}");
+            "max(x, 0.0) + log1p_f(exp_r(-abs(x)))".to_string()
+        }
+        Activation::Softsign => "x / (1.0 + abs(x))".to_string(),
+        Activation::Prelu => {
+            // a = input, b = slope, both broadcast to the output.
+            return broadcast_pair_kernel(cx, &format!("select(b * a, a, a >= {})", literal(0.0, vt)), "");
+        }
+    };
+    let launch = ElementwiseKernel {
+        inputs: vec![("input", cx.inputs[0])],
+        output: cx.outputs[0],
+        helpers,
+        body: format!("    let x = load_input(i);\n    return {e};"),
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+/// The spec's expressions in float64, with options cast to the input type as the spec does.
+pub fn reference(op: &Activation, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    let data_type = inputs[0].descriptor.data_type;
+    let c = |v: f64| cast_number(v, data_type);
+    let (lo, hi) = match op {
+        Activation::Clamp { min_value, max_value } => clamp_bounds(*min_value, *max_value, data_type),
+        _ => (f64::NEG_INFINITY, f64::INFINITY),
+    };
+    map_broadcast(inputs, &outputs[0], |v| {
+        let x = v[0];
+        match op {
+            Activation::Relu => {
+                if x < 0.0 {
+                    0.0
+                } else {
+                    x
+                }
+            }
+            Activation::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            Activation::Tanh => x.tanh(),
+            Activation::Gelu => 0.5 * x * erfc(-x / std::f64::consts::SQRT_2),
+            Activation::LeakyRelu { alpha } => {
+                if x >= 0.0 {
+                    x
+                } else {
+                    c(*alpha) * x
+                }
+            }
+            Activation::Clamp { .. } => {
+                if x.is_nan() {
+                    x
+                } else {
+                    x.max(lo).min(hi)
+                }
+            }
+            Activation::Elu { alpha } => {
+                if x >= 0.0 {
+                    x
+                } else {
+                    c(*alpha) * x.exp_m1()
+                }
+            }
+            Activation::HardSigmoid { alpha, beta } => (c(*alpha) * x + c(*beta)).min(1.0).max(0.0),
+            Activation::HardSwish => x * (x + 3.0).min(6.0).max(0.0) / 6.0,
+            Activation::Linear { alpha, beta } => c(*alpha) * x + c(*beta),
+            Activation::Softplus => x.max(0.0) + (-x.abs()).exp().ln_1p(),
+            Activation::Softsign => x / (1.0 + x.abs()),
+            Activation::Prelu => {
+                let slope = v[1];
+                if x >= 0.0 {
+                    x
+                } else {
+                    slope * x
+                }
+            }
+        }
+    })
+}

@@ -1,12 +1,127 @@
-//! cast: conversion between data types.
+//! cast: conversion between data types, with the spec's table of behaviours.
+//!
+//! - to a float type: the nearest representable value (ties to even), out of range to infinity;
+//!   integers above 2^24 are rounded to float32 explicitly, since WGSL leaves the rounding
+//!   direction of integer-to-float conversion to the implementation;
+//! - float to integer: truncation toward zero; out of range is implementation-defined in the
+//!   spec, here saturation to the target's range, NaN giving 0;
+//! - integer to integer: the lowest bits of the two's complement value, reinterpreted.
 
 use crate::error::{Error, Result};
-use crate::graph::OperandDescriptor;
-use crate::ops::limits::OpLimits;
-use crate::ops::reference::HostTensor;
-use crate::ops::wgsl::{LowerContext, Lowering};
+use crate::graph::{DataType, OperandDescriptor};
+use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::reference::{round_to, HostTensor};
+use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerContext, Lowering};
 
-pub fn limits() -> Vec<OpLimits> { Vec::new() }
-pub fn validate(_data_type: crate::graph::DataType, _inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> { Err(Error::NotSupported("cast is not implemented yet".into())) }
-pub fn lower(_cx: &LowerContext) -> Result<Lowering> { Err(Error::NotSupported("cast is not implemented yet".into())) }
-pub fn reference(_inputs: &[HostTensor], _outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> { Err(Error::NotSupported("cast is not implemented yet".into())) }
+pub fn limits() -> Vec<OpLimits> {
+    vec![OpLimits {
+        name: "cast",
+        operands: vec![limits::tensor("input", SUPPORTED, 0, 8), limits::tensor("output", SUPPORTED, 0, 8)],
+    }]
+}
+
+pub fn validate(data_type: DataType, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let l = limits::of("cast")?;
+    limits::check(&l.operands[0], inputs[0])?;
+    if !l.operands[1].data_types.contains(&data_type) {
+        return Err(Error::Type(format!("cannot cast to {data_type}: it is not an allowed output data type")));
+    }
+    Ok(vec![OperandDescriptor::new(data_type, inputs[0].shape.clone())])
+}
+
+/// Exact round-to-nearest-even integer to f32 conversions.
+const INT_TO_F32: &str = "fn u32_to_f32(v: u32) -> f32 {
+    if (v < 0x1000000u) { return f32(v); }
+    let shift = 8u - countLeadingZeros(v);
+    var m = v >> shift;
+    let rem = v & ((1u << shift) - 1u);
+    let half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (m & 1u) == 1u)) { m = m + 1u; }
+    return ldexp(f32(m), i32(shift));
+}
+fn i32_to_f32(v: i32) -> f32 {
+    let m = u32_to_f32(select(bitcast<u32>(v), 0u - bitcast<u32>(v), v < 0));
+    return select(m, -m, v < 0);
+}
+";
+
+/// Saturating truncations of f32 to the integer types; NaN (tested on the bits, which no
+/// fast-math assumption can remove) gives 0.
+const F32_TO_INT: &str = "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn f32_to_i32(x: f32) -> i32 {
+    if (is_nan(x)) { return 0; }
+    if (x >= 2147483648.0) { return 2147483647; }
+    if (x <= -2147483648.0) { return -2147483647 - 1; }
+    return i32(x);
+}
+fn f32_to_u32(x: f32) -> u32 {
+    if (x >= 4294967296.0) { return 4294967295u; }
+    if (!(x > 0.0)) { return 0u; }
+    return u32(x);
+}
+fn f32_to_i8(x: f32) -> i32 {
+    if (is_nan(x)) { return 0; }
+    return i32(clamp(x, -128.0, 127.0));
+}
+fn f32_to_u8(x: f32) -> u32 {
+    if (is_nan(x)) { return 0u; }
+    return u32(clamp(x, 0.0, 255.0));
+}
+";
+
+pub fn lower(cx: &LowerContext) -> Result<Lowering> {
+    let (input, output) = (cx.inputs[0].data_type, cx.outputs[0].data_type);
+    let from = value_type(input)?;
+    value_type(output)?;
+    // Packed int8/uint8 outputs keep the low 8 bits of the returned word: the integer wrap.
+    let e = match (from, output) {
+        ("f32", DataType::Float32 | DataType::Float16) => "x",
+        ("i32", DataType::Float32 | DataType::Float16) => "i32_to_f32(x)",
+        (_, DataType::Float32 | DataType::Float16) => "u32_to_f32(x)",
+        ("f32", DataType::Int32) => "f32_to_i32(x)",
+        ("f32", DataType::Uint32) => "f32_to_u32(x)",
+        ("f32", DataType::Int8) => "f32_to_i8(x)",
+        ("f32", _) => "f32_to_u8(x)",
+        ("i32", DataType::Int32 | DataType::Int8) | ("u32", DataType::Uint32 | DataType::Uint8) => "x",
+        ("u32", _) => "bitcast<i32>(x)",
+        _ => "bitcast<u32>(x)",
+    };
+    let helpers = if from == "f32" { F32_TO_INT } else { INT_TO_F32 };
+    let launch = ElementwiseKernel {
+        inputs: vec![("input", cx.inputs[0])],
+        output: cx.outputs[0],
+        helpers: helpers.to_string(),
+        body: format!("    let x = load_input(i);\n    return {e};"),
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+/// The lowest `bits` bits of integer `v` as a signed or unsigned value.
+fn wrap(v: f64, bits: u32, signed: bool) -> f64 {
+    let low = (v as i64 as u64) & ((1u64 << bits) - 1);
+    if signed && low >= 1u64 << (bits - 1) {
+        low as f64 - (1u64 << bits) as f64
+    } else {
+        low as f64
+    }
+}
+
+pub fn reference(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    let input = &inputs[0];
+    let out = &outputs[0];
+    let integers = !input.descriptor.data_type.is_float() && !out.data_type.is_float();
+    let data = input
+        .data
+        .iter()
+        .map(|&v| match (integers, out.data_type) {
+            (true, DataType::Int32) => wrap(v, 32, true),
+            (true, DataType::Uint32) => wrap(v, 32, false),
+            (true, DataType::Int8) => wrap(v, 8, true),
+            (true, DataType::Uint8) => wrap(v, 8, false),
+            (true, DataType::Int64 | DataType::Uint64) => v,
+            _ => round_to(v, out.data_type),
+        })
+        .collect();
+    Ok(vec![HostTensor::new(out.clone(), data)?])
+}

@@ -91,16 +91,53 @@ pub fn validate(op: UnaryOp, inputs: &[&OperandDescriptor]) -> Result<Vec<Operan
     Ok(vec![inputs[0].clone()])
 }
 
-/// Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), odd-extended.
-const ERF: &str = "fn erf_f(x: f32) -> f32 {\n    let t = 1.0 / (1.0 + 0.3275911 * abs(x));\n    let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);\n    return select(y, -y, x < 0.0);\n}\n";
+/// `exp` with Cody-Waite argument reduction: `x = n ln2 + r`, `n ln2` exact in two parts, so large
+/// arguments lose no accuracy to the rounding of `x * log2(e)` inside `exp`. Beyond +-150 the
+/// result is 0 or infinity anyway (and infinities and NaN go straight to `exp`).
+pub const EXP_R: &str = "fn exp_r(x: f32) -> f32 {
+    if (!(abs(x) < 150.0)) { return exp(x); }
+    let n = round(x * 1.4426950);
+    let r = (x - n * 0.693145751953125) - n * 1.4286068e-6;
+    return ldexp(exp(r), i32(n));
+}
+";
+
+/// `erfc` from Numerical Recipes' Chebyshev fit (relative error < 1.2e-7 for every x), using
+/// `exp_r` ([`EXP_R`]). `erfc_pos(a, s, s2)` is erfc(s a) for a >= 0 and s = 1 or 1/sqrt(2): the
+/// exponent -s^2 a^2 is formed from a 12-bit head of `a`, whose square is exact in f32, and a
+/// tail, so large arguments lose no accuracy to the rounding of a square (or of `s a`).
+pub const ERFC: &str = "fn erfc_pos(a: f32, s: f32, s2: f32) -> f32 {
+    if (s * a > 10.5) { return 0.0; }
+    let t = 1.0 / (1.0 + 0.5 * s * a);
+    let p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+    let ah = bitcast<f32>(bitcast<u32>(a) & 0xfffff000u);
+    return t * exp_r(-s2 * ah * ah) * exp_r(p - s2 * (a - ah) * (a + ah));
+}
+fn erfc_f(x: f32) -> f32 {
+    let r = erfc_pos(abs(x), 1.0, 1.0);
+    return select(r, 2.0 - r, x < 0.0);
+}
+";
+
+/// `erf`: its Taylor series for |x| < 0.5, where `1 - erfc` would cancel, `1 - erfc(|x|)` beyond.
+const ERF: &str = "fn erf_f(x: f32) -> f32 {
+    let a = abs(x);
+    if (a < 0.5) {
+        let x2 = x * x;
+        return x * (1.1283791671 + x2 * (-0.3761263890 + x2 * (0.1128379167 + x2 * (-0.0268661706 + x2 * (0.0052239776 + x2 * -0.0008548327)))));
+    }
+    let y = 1.0 - erfc_f(a);
+    return select(y, -y, x < 0.0);
+}
+";
 
 /// A WGSL expression of `x` computing `op`, with any helper it needs.
-pub fn expression(op: UnaryOp) -> (String, &'static str) {
+pub fn expression(op: UnaryOp) -> (String, String) {
     let e = match op {
         UnaryOp::Abs => "abs(x)".to_string(),
         UnaryOp::Ceil => "ceil(x)".to_string(),
         UnaryOp::Cos => "cos(x)".to_string(),
-        UnaryOp::Erf => return ("erf_f(x)".to_string(), ERF),
+        UnaryOp::Erf => return ("erf_f(x)".to_string(), format!("{EXP_R}{ERFC}{ERF}")),
         UnaryOp::Exp => "exp(x)".to_string(),
         UnaryOp::Floor => "floor(x)".to_string(),
         UnaryOp::Identity => "x".to_string(),
@@ -113,7 +150,7 @@ pub fn expression(op: UnaryOp) -> (String, &'static str) {
         UnaryOp::Sqrt => "sqrt(x)".to_string(),
         UnaryOp::Tan => "tan(x)".to_string(),
     };
-    (e, "")
+    (e, String::new())
 }
 
 pub fn lower(op: UnaryOp, cx: &LowerContext) -> Result<Lowering> {
@@ -122,7 +159,7 @@ pub fn lower(op: UnaryOp, cx: &LowerContext) -> Result<Lowering> {
     let launch = ElementwiseKernel {
         inputs: vec![("input", cx.inputs[0])],
         output: cx.outputs[0],
-        helpers: helpers.to_string(),
+        helpers,
         body: format!("    let x = load_input(i);\n    return {e};"),
     }
     .build()?;
@@ -139,29 +176,46 @@ fn round_even(x: f64) -> f64 {
     }
 }
 
+/// erf of |x| < 2.5 by its Taylor series (accurate to ~1e-16).
+fn erf_series(ax: f64) -> f64 {
+    let mut sum = ax;
+    let mut term = ax;
+    let x2 = ax * ax;
+    let mut n = 0.0;
+    while term.abs() > 1e-17 * sum.abs() {
+        n += 1.0;
+        term *= -x2 / n;
+        sum += term / (2.0 * n + 1.0);
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}
+
+/// erfc of x >= 2.5 by its continued fraction, computed directly so that it keeps its relative
+/// accuracy where erfc is tiny.
+fn erfc_fraction(ax: f64) -> f64 {
+    let mut f = 0.0;
+    for k in (1..60).rev() {
+        f = k as f64 / 2.0 / (ax + f);
+    }
+    (-ax * ax).exp() / std::f64::consts::PI.sqrt() / (ax + f)
+}
+
 fn erf(x: f64) -> f64 {
-    // Series for small |x|, continued fraction tail otherwise: accurate to ~1e-15.
     let ax = x.abs();
-    let y = if ax < 2.5 {
-        let mut sum = ax;
-        let mut term = ax;
-        let x2 = ax * ax;
-        let mut n = 0.0;
-        while term.abs() > 1e-17 * sum.abs() {
-            n += 1.0;
-            term *= -x2 / n;
-            sum += term / (2.0 * n + 1.0);
-        }
-        sum * 2.0 / std::f64::consts::PI.sqrt()
-    } else {
-        let mut f = 0.0;
-        for k in (1..60).rev() {
-            f = k as f64 / 2.0 / (ax + f);
-        }
-        1.0 - (-ax * ax).exp() / std::f64::consts::PI.sqrt() / (ax + f)
-    };
+    let y = if ax < 2.5 { erf_series(ax) } else { 1.0 - erfc_fraction(ax) };
     if x < 0.0 {
         -y
+    } else {
+        y
+    }
+}
+
+/// The complementary error function in float64, with full relative accuracy for large x.
+pub fn erfc(x: f64) -> f64 {
+    let ax = x.abs();
+    let y = if ax < 2.5 { 1.0 - erf_series(ax) } else { erfc_fraction(ax) };
+    if x < 0.0 {
+        2.0 - y
     } else {
         y
     }

@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::{DataType, OperandDescriptor};
+use crate::ops::activation::Activation;
 use crate::ops::Op;
 
 /// `MLTensorLimits` of one operand of one operator.
@@ -93,7 +94,8 @@ pub fn of(name: &str) -> Result<OpLimits> {
 /// Checks that an operator got the number of operand inputs its options call for.
 pub fn check_input_count(op: &Op, count: usize) -> Result<()> {
     let expected = match op {
-        Op::Binary(_) | Op::Compare(_) | Op::Matmul | Op::Gather { .. } => 2..=2,
+        Op::Binary(_) | Op::Matmul | Op::Gather { .. } | Op::Activation(Activation::Prelu) => 2..=2,
+        Op::Logical(o) => o.input_count()..=o.input_count(),
         Op::Gemm(o) => {
             let n = 2 + o.has_c as usize;
             n..=n

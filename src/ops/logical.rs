@@ -1,35 +1,160 @@
-//! Element-wise comparisons (and, in a later step, the logical operators); outputs are uint8.
+//! Element-wise logical operations (spec: "create an element-wise logical operation"): the
+//! comparisons, logicalNot/And/Or/Xor and isNaN/isInfinite. Outputs are uint8 0 or 1.
 
 use crate::error::{Error, Result};
-use crate::graph::OperandDescriptor;
-use crate::ops::limits::OpLimits;
-use crate::ops::reference::HostTensor;
-use crate::ops::wgsl::{LowerContext, Lowering};
+use crate::graph::{DataType, OperandDescriptor};
+use crate::ops::elementwise_binary::{broadcast_pair_kernel, validate_broadcast_pair};
+use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
+use crate::ops::reference::{map_broadcast, HostTensor};
+use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerContext, Lowering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompareOp {
+pub enum LogicalOp {
     Equal,
     NotEqual,
     Greater,
     GreaterOrEqual,
     Lesser,
     LesserOrEqual,
+    LogicalNot,
+    LogicalAnd,
+    LogicalOr,
+    LogicalXor,
+    IsNaN,
+    IsInfinite,
 }
 
-impl CompareOp {
+const UINT8: &[DataType] = &[DataType::Uint8];
+
+impl LogicalOp {
+    pub const ALL: [LogicalOp; 12] = [
+        LogicalOp::Equal,
+        LogicalOp::NotEqual,
+        LogicalOp::Greater,
+        LogicalOp::GreaterOrEqual,
+        LogicalOp::Lesser,
+        LogicalOp::LesserOrEqual,
+        LogicalOp::LogicalNot,
+        LogicalOp::LogicalAnd,
+        LogicalOp::LogicalOr,
+        LogicalOp::LogicalXor,
+        LogicalOp::IsNaN,
+        LogicalOp::IsInfinite,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
-            CompareOp::Equal => "equal",
-            CompareOp::NotEqual => "notEqual",
-            CompareOp::Greater => "greater",
-            CompareOp::GreaterOrEqual => "greaterOrEqual",
-            CompareOp::Lesser => "lesser",
-            CompareOp::LesserOrEqual => "lesserOrEqual",
+            LogicalOp::Equal => "equal",
+            LogicalOp::NotEqual => "notEqual",
+            LogicalOp::Greater => "greater",
+            LogicalOp::GreaterOrEqual => "greaterOrEqual",
+            LogicalOp::Lesser => "lesser",
+            LogicalOp::LesserOrEqual => "lesserOrEqual",
+            LogicalOp::LogicalNot => "logicalNot",
+            LogicalOp::LogicalAnd => "logicalAnd",
+            LogicalOp::LogicalOr => "logicalOr",
+            LogicalOp::LogicalXor => "logicalXor",
+            LogicalOp::IsNaN => "isNaN",
+            LogicalOp::IsInfinite => "isInfinite",
+        }
+    }
+
+    /// Operand inputs: `a`, and `b` for the binary operations.
+    pub fn input_count(self) -> usize {
+        match self {
+            LogicalOp::LogicalNot | LogicalOp::IsNaN | LogicalOp::IsInfinite => 1,
+            _ => 2,
+        }
+    }
+
+    /// The allowed types of `a` (and `b`), less the 64-bit integers.
+    fn data_types(self) -> &'static [DataType] {
+        match self {
+            LogicalOp::LogicalNot | LogicalOp::LogicalAnd | LogicalOp::LogicalOr | LogicalOp::LogicalXor => UINT8,
+            LogicalOp::IsNaN | LogicalOp::IsInfinite => FLOATS,
+            _ => SUPPORTED,
         }
     }
 }
 
-pub fn limits() -> Vec<OpLimits> { Vec::new() }
-pub fn validate(_op: CompareOp, _inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> { Err(Error::NotSupported("logical is not implemented yet".into())) }
-pub fn lower(_op: CompareOp, _cx: &LowerContext) -> Result<Lowering> { Err(Error::NotSupported("logical is not implemented yet".into())) }
-pub fn reference(_op: CompareOp, _inputs: &[HostTensor], _outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> { Err(Error::NotSupported("logical is not implemented yet".into())) }
+pub fn limits() -> Vec<OpLimits> {
+    LogicalOp::ALL
+        .iter()
+        .map(|&op| {
+            let mut operands = vec![limits::tensor("a", op.data_types(), 0, 8)];
+            if op.input_count() == 2 {
+                operands.push(limits::tensor("b", op.data_types(), 0, 8));
+            }
+            operands.push(limits::tensor("output", UINT8, 0, 8));
+            OpLimits { name: op.name(), operands }
+        })
+        .collect()
+}
+
+pub fn validate(op: LogicalOp, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    limits::check(&limits::tensor("a", op.data_types(), 0, 8), inputs[0])?;
+    let shape = if op.input_count() == 2 {
+        limits::check(&limits::tensor("b", op.data_types(), 0, 8), inputs[1])?;
+        validate_broadcast_pair(op.name(), inputs)?
+    } else {
+        inputs[0].shape.clone()
+    };
+    Ok(vec![OperandDescriptor::new(DataType::Uint8, shape)])
+}
+
+pub fn lower(op: LogicalOp, cx: &LowerContext) -> Result<Lowering> {
+    value_type(cx.inputs[0].data_type)?;
+    let e = match op {
+        LogicalOp::Equal => "a == b",
+        // Not `!=`: some backends lower it to an ordered comparison, false for NaN.
+        LogicalOp::NotEqual => "!(a == b)",
+        LogicalOp::Greater => "a > b",
+        LogicalOp::GreaterOrEqual => "a >= b",
+        LogicalOp::Lesser => "a < b",
+        LogicalOp::LesserOrEqual => "a <= b",
+        LogicalOp::LogicalNot => "x == 0u",
+        LogicalOp::LogicalAnd => "a != 0u && b != 0u",
+        LogicalOp::LogicalOr => "a != 0u || b != 0u",
+        LogicalOp::LogicalXor => "(a != 0u) != (b != 0u)",
+        // On the bits: shader compilers may assume no NaN or infinity in float arithmetic.
+        LogicalOp::IsNaN => "(bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u",
+        LogicalOp::IsInfinite => "(bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u",
+    };
+    let result = format!("select(0u, 1u, {e})");
+    if op.input_count() == 2 {
+        return broadcast_pair_kernel(cx, &result, "");
+    }
+    let launch = ElementwiseKernel {
+        inputs: vec![("input", cx.inputs[0])],
+        output: cx.outputs[0],
+        helpers: String::new(),
+        body: format!("    let x = load_input(i);\n    return {result};"),
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+pub fn reference(op: LogicalOp, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    if inputs.len() != op.input_count() {
+        return Err(Error::Type(format!("{} takes {} inputs", op.name(), op.input_count())));
+    }
+    map_broadcast(inputs, &outputs[0], |v| {
+        let a = v[0];
+        let b = v.get(1).copied().unwrap_or(0.0);
+        let r = match op {
+            LogicalOp::Equal => a == b,
+            LogicalOp::NotEqual => a != b,
+            LogicalOp::Greater => a > b,
+            LogicalOp::GreaterOrEqual => a >= b,
+            LogicalOp::Lesser => a < b,
+            LogicalOp::LesserOrEqual => a <= b,
+            LogicalOp::LogicalNot => a == 0.0,
+            LogicalOp::LogicalAnd => a != 0.0 && b != 0.0,
+            LogicalOp::LogicalOr => a != 0.0 || b != 0.0,
+            LogicalOp::LogicalXor => (a != 0.0) != (b != 0.0),
+            LogicalOp::IsNaN => a.is_nan(),
+            LogicalOp::IsInfinite => a.is_infinite(),
+        };
+        r as u8 as f64
+    })
+}

@@ -36,7 +36,7 @@ pub use wgsl::{BufRef, Launch, LowerContext, Lowering};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
     Binary(elementwise_binary::BinaryOp),
-    Compare(logical::CompareOp),
+    Logical(logical::LogicalOp),
     Unary(elementwise_unary::UnaryOp),
     Activation(activation::Activation),
     Matmul,
@@ -65,7 +65,7 @@ impl Op {
     pub fn name(&self) -> &'static str {
         match self {
             Op::Binary(op) => op.name(),
-            Op::Compare(op) => op.name(),
+            Op::Logical(op) => op.name(),
             Op::Unary(op) => op.name(),
             Op::Activation(op) => op.name(),
             Op::Matmul => "matmul",
@@ -96,7 +96,7 @@ pub fn validate(op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDes
     limits::check_input_count(op, inputs.len())?;
     match op {
         Op::Binary(o) => elementwise_binary::validate(*o, inputs),
-        Op::Compare(o) => logical::validate(*o, inputs),
+        Op::Logical(o) => logical::validate(*o, inputs),
         Op::Unary(o) => elementwise_unary::validate(*o, inputs),
         Op::Activation(o) => activation::validate(o, inputs),
         Op::Matmul => matmul::validate_matmul(inputs),
@@ -125,7 +125,7 @@ pub fn validate(op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDes
 pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
     match op {
         Op::Binary(o) => elementwise_binary::lower(*o, cx),
-        Op::Compare(o) => logical::lower(*o, cx),
+        Op::Logical(o) => logical::lower(*o, cx),
         Op::Unary(o) => elementwise_unary::lower(*o, cx),
         Op::Activation(o) => activation::lower(o, cx),
         Op::Matmul => matmul::lower_matmul(cx),
@@ -154,7 +154,7 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
 pub fn reference(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
     match op {
         Op::Binary(o) => elementwise_binary::reference(*o, inputs, outputs),
-        Op::Compare(o) => logical::reference(*o, inputs, outputs),
+        Op::Logical(o) => logical::reference(*o, inputs, outputs),
         Op::Unary(o) => elementwise_unary::reference(*o, inputs, outputs),
         Op::Activation(o) => activation::reference(o, inputs, outputs),
         Op::Matmul => matmul::reference_matmul(inputs, outputs),

@@ -1,12 +1,70 @@
 //! where: element-wise select by a uint8 condition, with broadcasting of all three inputs.
 
 use crate::error::{Error, Result};
-use crate::graph::OperandDescriptor;
-use crate::ops::limits::OpLimits;
-use crate::ops::reference::HostTensor;
-use crate::ops::wgsl::{LowerContext, Lowering};
+use crate::graph::operand::broadcast_shapes;
+use crate::graph::{DataType, OperandDescriptor};
+use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::reference::{map_broadcast, HostTensor};
+use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, ElementwiseKernel, LowerContext, Lowering};
 
-pub fn limits() -> Vec<OpLimits> { Vec::new() }
-pub fn validate(_inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> { Err(Error::NotSupported("where_op is not implemented yet".into())) }
-pub fn lower(_cx: &LowerContext) -> Result<Lowering> { Err(Error::NotSupported("where_op is not implemented yet".into())) }
-pub fn reference(_inputs: &[HostTensor], _outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> { Err(Error::NotSupported("where_op is not implemented yet".into())) }
+pub fn limits() -> Vec<OpLimits> {
+    vec![OpLimits {
+        name: "where",
+        operands: vec![
+            limits::tensor("condition", &[DataType::Uint8], 0, 8),
+            limits::tensor("trueValue", SUPPORTED, 0, 8),
+            limits::tensor("falseValue", SUPPORTED, 0, 8),
+            limits::tensor("output", SUPPORTED, 0, 8),
+        ],
+    }]
+}
+
+pub fn validate(inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+    let l = limits::of("where")?;
+    let (condition, true_value, false_value) = (inputs[0], inputs[1], inputs[2]);
+    limits::check(&l.operands[0], condition)?;
+    limits::check(&l.operands[1], true_value)?;
+    limits::check(&l.operands[2], false_value)?;
+    if false_value.data_type != true_value.data_type {
+        return Err(Error::Type(format!(
+            "falseValue is {} but trueValue is {}: the data types must match",
+            false_value.data_type, true_value.data_type
+        )));
+    }
+    let shape = broadcast_shapes(&true_value.shape, &false_value.shape).ok_or_else(|| {
+        Error::Type(format!(
+            "trueValue shape {:?} and falseValue shape {:?} cannot be broadcast together",
+            true_value.shape, false_value.shape
+        ))
+    })?;
+    let shape = broadcast_shapes(&condition.shape, &shape).ok_or_else(|| {
+        Error::Type(format!(
+            "condition shape {:?} cannot be broadcast with the values' shape {shape:?}",
+            condition.shape
+        ))
+    })?;
+    Ok(vec![OperandDescriptor::new(true_value.data_type, shape)])
+}
+
+pub fn lower(cx: &LowerContext) -> Result<Lowering> {
+    let out = cx.outputs[0];
+    let rank = out.rank();
+    let names = ["condition", "true_value", "false_value"];
+    let mut helpers = coords_fn("out", &out.shape);
+    for (name, input) in names.iter().zip(&cx.inputs) {
+        helpers += &broadcast_offset_fn(name, &input.shape, rank);
+    }
+    let body = "    let c = coords_out(i);\n    if (load_condition(offset_condition(c)) != 0u) {\n        return load_true_value(offset_true_value(c));\n    }\n    return load_false_value(offset_false_value(c));".to_string();
+    let launch = ElementwiseKernel {
+        inputs: names.iter().copied().zip(cx.inputs.iter().copied()).collect(),
+        output: out,
+        helpers,
+        body,
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+pub fn reference(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    map_broadcast(inputs, &outputs[0], |v| if v[0] != 0.0 { v[1] } else { v[2] })
+}

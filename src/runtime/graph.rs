@@ -182,8 +182,12 @@ impl Graph {
                                 label()
                             )));
                         }
-                        let pipeline =
-                            context.inner.pipelines.get(device, &launch.source, launch.reads.len(), launch.writes.len());
+                        let pipeline = context
+                            .inner
+                            .pipelines
+                            .get(device, &launch.source, launch.reads.len(), launch.writes.len())
+                            .await
+                            .map_err(|e| Error::Operation(format!("{}: {}", label(), e.message())))?;
                         planned.push(PlannedStep::Kernel { pipeline, values: launch_values, grid: [x as u32, y as u32] });
                     }
                 }

@@ -5,6 +5,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use crate::error::{Error, Result};
+
 /// A compiled kernel and the layout its bind groups are made with.
 pub struct Pipeline {
     pub pipeline: wgpu::ComputePipeline,
@@ -53,13 +55,15 @@ impl PipelineCache {
     }
 
     /// The pipeline for `source` with `reads` read-only and `writes` read-write storage bindings.
-    /// Compilation errors surface through the caller's error scope.
-    pub fn get(&self, device: &wgpu::Device, source: &str, reads: usize, writes: usize) -> Rc<Pipeline> {
+    /// A kernel that fails to compile is an `OperationError` and is not cached: an invalid
+    /// pipeline handed out again would dispatch as a no-op, leaving outputs unwritten.
+    pub async fn get(&self, device: &wgpu::Device, source: &str, reads: usize, writes: usize) -> Result<Rc<Pipeline>> {
         let key = (source.to_string(), reads, writes);
         if let Some(p) = self.pipelines.borrow().get(&key) {
-            return p.clone();
+            return Ok(p.clone());
         }
         let layout = self.layout(device, reads, writes);
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("webnn kernel"),
             source: wgpu::ShaderSource::Wgsl(crate::ops::wgsl::with_prelude(source).into()),
@@ -77,8 +81,33 @@ impl PipelineCache {
             compilation_options: Default::default(),
             cache: None,
         });
+        if let Some(e) = scope.pop().await {
+            return Err(Error::Operation(format!("a kernel failed to compile: {e}")));
+        }
         let p = Rc::new(Pipeline { pipeline, layout });
         self.pipelines.borrow_mut().insert(key, p.clone());
-        p
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::runtime::{Context, ContextOptions};
+
+    /// A kernel with a WGSL error fails every time it is asked for, not only the first time.
+    #[test]
+    fn invalid_kernel_is_an_error_every_time() {
+        let ctx = pollster::block_on(Context::new(ContextOptions::default())).expect("an adapter");
+        let source = "@group(0) @binding(0) var<storage, read_write> out: array<u32>;\n@compute @workgroup_size(1)\nfn main() { out[0] = undefined_name; }\n";
+        for _ in 0..2 {
+            let result = pollster::block_on(ctx.inner.pipelines.get(&ctx.inner.device, source, 0, 1));
+            match result {
+                Err(crate::Error::Operation(m)) => assert!(m.contains("compile"), "{m}"),
+                Err(e) => panic!("wrong error kind: {e}"),
+                Ok(_) => panic!("an invalid kernel compiled"),
+            }
+        }
+        assert_eq!(ctx.pipeline_count(), 0);
+        assert!(ctx.take_uncaptured_error().is_none());
     }
 }

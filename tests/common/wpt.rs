@@ -99,7 +99,7 @@ pub fn parse_operator(name: &str, a: &Args) -> Result<(Op, Vec<Operand>)> {
     use webnn_wgpu::ops::activation::Activation;
     use webnn_wgpu::ops::elementwise_binary::BinaryOp;
     use webnn_wgpu::ops::elementwise_unary::UnaryOp;
-    use webnn_wgpu::ops::logical::CompareOp;
+    use webnn_wgpu::ops::logical::LogicalOp;
     use webnn_wgpu::ops::reduce::{ReduceOp, ReduceOptions};
     let o = a.options();
     let binary = |op| Ok((op, vec![a.operand("a")?, a.operand("b")?]));
@@ -110,16 +110,12 @@ pub fn parse_operator(name: &str, a: &Args) -> Result<(Op, Vec<Operand>)> {
     if let Some(op) = UnaryOp::ALL.into_iter().find(|op| op.name() == name) {
         return unary(Op::Unary(op));
     }
-    let compare = [
-        CompareOp::Equal,
-        CompareOp::NotEqual,
-        CompareOp::Greater,
-        CompareOp::GreaterOrEqual,
-        CompareOp::Lesser,
-        CompareOp::LesserOrEqual,
-    ];
-    if let Some(op) = compare.into_iter().find(|op| op.name() == name) {
-        return binary(Op::Compare(op));
+    if let Some(op) = LogicalOp::ALL.into_iter().find(|op| op.name() == name) {
+        return if op.input_count() == 1 {
+            Ok((Op::Logical(op), vec![a.operand("a").or_else(|_| a.operand("input"))?]))
+        } else {
+            binary(Op::Logical(op))
+        };
     }
     let reduce = [
         ReduceOp::L1,
@@ -156,6 +152,24 @@ pub fn parse_operator(name: &str, a: &Args) -> Result<(Op, Vec<Operand>)> {
             min_value: a.f64_option("minValue"),
             max_value: a.f64_option("maxValue"),
         })),
+        "elu" => unary(Op::Activation(Activation::Elu {
+            alpha: a.f64_option("alpha").unwrap_or(1.0),
+        })),
+        "hardSigmoid" => unary(Op::Activation(Activation::HardSigmoid {
+            alpha: a.f64_option("alpha").unwrap_or(0.2),
+            beta: a.f64_option("beta").unwrap_or(0.5),
+        })),
+        "hardSwish" => unary(Op::Activation(Activation::HardSwish)),
+        "linear" => unary(Op::Activation(Activation::Linear {
+            alpha: a.f64_option("alpha").unwrap_or(1.0),
+            beta: a.f64_option("beta").unwrap_or(0.0),
+        })),
+        "softplus" => unary(Op::Activation(Activation::Softplus)),
+        "softsign" => unary(Op::Activation(Activation::Softsign)),
+        "prelu" => Ok((
+            Op::Activation(Activation::Prelu),
+            vec![input()?, a.operand("slope")?],
+        )),
         "matmul" => binary(Op::Matmul),
         "gemm" => {
             let c = a.option_operand("c");
