@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test stage, continuing past a failed one, and prints each stage's time:
 #   setup        scripts/setup.sh (installs what is missing)
-#   native       cargo test: every native test, the WPT conformance cases on Vulkan included
+#   native       cargo test --no-fail-fast: every native test, the WPT conformance cases on Vulkan included
 #   wasm         scripts/build-wasm.sh: the wasm32 build and wasm-bindgen's pkg/
 #   web          wasm-bindgen tests in headless Chromium (tests/web.rs)
 #   conformance  the WPT cases through navigator.ml in headless Chromium
@@ -52,7 +52,7 @@ demo() {
 }
 
 stage setup bash scripts/setup.sh
-stage native cargo test
+stage native cargo test --no-fail-fast
 stage wasm bash scripts/build-wasm.sh
 stage web web_tests
 stage conformance node tests/browser/conformance.mjs
