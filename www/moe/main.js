@@ -15,8 +15,9 @@ async function loadWebnn() {
     const m = await import(/* webpackIgnore: true */ "/tests/browser/webnn_cpu.mjs");
     return { ml: m.ml, MLGraphBuilder: m.MLGraphBuilder, name: "CPU stand-in (tests/browser/webnn_cpu.mjs)" };
   }
-  const { install } = await import("../../pkg/index.js");
-  await install({ force: true });
+  const { install, init } = await import("../../pkg/index.js");
+  install({ force: true });
+  await init(); // loads the wasm module now rather than at the first createContext()
   return { ml: navigator.ml, MLGraphBuilder: globalThis.MLGraphBuilder, name: "navigator.ml (webnn-wgpu)" };
 }
 
