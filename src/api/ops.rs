@@ -11,7 +11,7 @@ use crate::ops::activation::Activation;
 use crate::ops::concat::Splits;
 use crate::ops::elementwise_binary::BinaryOp;
 use crate::ops::elementwise_unary::UnaryOp;
-use crate::ops::logical::CompareOp;
+use crate::ops::logical::LogicalOp;
 use crate::ops::matmul::GemmOptions;
 use crate::ops::normalization::LayerNormalizationOptions;
 use crate::ops::reduce::{ReduceOp, ReduceOptions};
@@ -106,12 +106,12 @@ pub fn op_from_js(name: &str, p: &Params) -> Result<Op> {
         "min" => Op::Binary(BinaryOp::Min),
         "pow" => Op::Binary(BinaryOp::Pow),
 
-        "equal" => Op::Compare(CompareOp::Equal),
-        "notEqual" => Op::Compare(CompareOp::NotEqual),
-        "greater" => Op::Compare(CompareOp::Greater),
-        "greaterOrEqual" => Op::Compare(CompareOp::GreaterOrEqual),
-        "lesser" => Op::Compare(CompareOp::Lesser),
-        "lesserOrEqual" => Op::Compare(CompareOp::LesserOrEqual),
+        "equal" => Op::Logical(LogicalOp::Equal),
+        "notEqual" => Op::Logical(LogicalOp::NotEqual),
+        "greater" => Op::Logical(LogicalOp::Greater),
+        "greaterOrEqual" => Op::Logical(LogicalOp::GreaterOrEqual),
+        "lesser" => Op::Logical(LogicalOp::Lesser),
+        "lesserOrEqual" => Op::Logical(LogicalOp::LesserOrEqual),
 
         "abs" => Op::Unary(UnaryOp::Abs),
         "ceil" => Op::Unary(UnaryOp::Ceil),
