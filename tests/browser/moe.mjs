@@ -63,9 +63,11 @@ async function runConfiguration(browser, url, mode, budget, screenshot) {
         `${mode} ${budget}: ${JSON.stringify(prompt.text)} logits at ${r.logits.length} steps, worst rel err ${worst.toExponential(2)}`);
     }
     Object.assign(row, { swapIns: r.stats.swapIns, swapOuts: r.stats.swapOuts, builds: r.stats.builds,
+      expertUses: r.stats.expertUses, expertMisses: r.stats.expertMisses, sharedMisses: r.stats.sharedMisses,
       deviceBytes: r.stats.deviceBytes, budgetBytes: r.stats.budgetBytes });
   }
   console.log(`     ${mode} ${budget}: swap-ins ${row.swapIns}, swap-outs ${row.swapOuts}, builds ${row.builds}, ` +
+    `expert misses ${row.expertMisses} of ${row.expertUses} uses, non-expert graph misses ${row.sharedMisses}, ` +
     `device ${(row.deviceBytes / 1e6).toFixed(1)} MB of budget ${(row.budgetBytes / 1e6).toFixed(1)} MB`);
   if (screenshot) {
     const png = writeOut("moe.png", "");
@@ -94,10 +96,11 @@ try {
   await close();
 }
 const mean = (a) => a.reduce((s, x) => s + x, 0) / Math.max(1, a.length);
-console.log("mode      budget  tokens/s  swap-ins  swap-outs  builds");
+console.log("mode      budget  tokens/s  swap-ins  swap-outs  builds  expert misses / uses  non-expert misses");
 for (const r of rows) {
   console.log(`${r.mode.padEnd(9)} ${String(r.budget * 100).padStart(5)}%  ${mean(r.tokensPerSecond).toFixed(2).padStart(8)}` +
-    `  ${String(r.swapIns).padStart(8)}  ${String(r.swapOuts).padStart(9)}  ${String(r.builds).padStart(6)}`);
+    `  ${String(r.swapIns).padStart(8)}  ${String(r.swapOuts).padStart(9)}  ${String(r.builds).padStart(6)}` +
+    `  ${`${r.expertMisses} / ${r.expertUses}`.padStart(20)}  ${String(r.sharedMisses).padStart(17)}`);
 }
 writeOut("moe.json", rows);
 console.log(`moe: ${passes} passed, ${failures} failed`);

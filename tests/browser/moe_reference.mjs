@@ -43,6 +43,7 @@ for (const r of results) console.log(`${r.ok ? "PASS" : "FAIL"} ${r.what}`);
 if (model.stats) {
   const s = model.stats();
   console.log(`mode ${s.mode}: swap-ins ${s.swapIns}, swap-outs ${s.swapOuts}, builds ${s.builds}, ` +
+    `expert misses ${s.expertMisses} of ${s.expertUses} uses, non-expert graph misses ${s.sharedMisses}, ` +
     `device bytes ${s.deviceBytes} of budget ${s.budgetBytes}; residency ` +
     s.experts.map((row) => row.map((e) => e.residency[0]).join("")).join(" "));
 }

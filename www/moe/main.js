@@ -43,6 +43,8 @@ function drawMemory() {
   const s = state.model.stats();
   $("swaps").textContent = `${s.swapIns} / ${s.swapOuts}`;
   $("builds").textContent = String(s.builds);
+  $("hits").textContent = s.expertUses && s.mode !== "rebuild"
+    ? `${(100 * (1 - s.expertMisses / s.expertUses)).toFixed(0)}% of ${s.expertUses}` : "–";
   if (s.deviceBytes === null) {
     $("memoryText").textContent = "memoryInfo() is not available (standard WebNN without the extensions)";
     return;

@@ -75,6 +75,9 @@ export class WebnnMoe {
     this.c = config;
     this.pos = 0;
     this.builds = 0; // expert graph builds (rebuild mode)
+    this.expertUses = 0;
+    this.expertMisses = 0; // uses that found the expert's graph off the GPU
+    this.sharedMisses = 0; // dispatches that found a non-expert graph off the GPU (lru evicts any graph)
     this.explicitSwapIns = 0;
     this.explicitSwapOuts = 0;
     this.lastRoutes = [];
@@ -298,11 +301,13 @@ export class WebnnMoe {
     this.lastRoutes = [];
     const now = this.pos % 2;
     for (let l = 0; l < c.n_layers; l++) {
+      this.countMiss(this.attention[l]);
       ctx.dispatch(this.attention[l], {
         x: T.x[cur], cos: T.cos, sin: T.sin, mask: T.mask, onehot: T.onehot,
         keys: T.keys[l][now], values: T.values[l][now],
       }, { x: T.x[1 - cur], keys: T.keys[l][1 - now], values: T.values[l][1 - now] });
       cur = 1 - cur;
+      this.countMiss(this.router[l]);
       ctx.dispatch(this.router[l], { x: T.x[cur] }, { h: T.h, logits: T.routerLogits });
       const logits = new Float32Array(await ctx.readTensor(T.routerLogits));
       while (toDestroy.length) toDestroy.pop().destroy(); // the previous layer's work is done
@@ -315,6 +320,8 @@ export class WebnnMoe {
         slot.lastUsed = ++this.clock;
         inUse.add(slot);
         let graph = slot.graph;
+        this.expertUses++;
+        if (this.extensions && graph && graph.residency !== "device") this.expertMisses++;
         if (this.mode === "rebuild") {
           graph = await this.buildExpert(l, expert, slot.weights);
           this.builds++;
@@ -329,11 +336,16 @@ export class WebnnMoe {
       }
       if (this.mode === "explicit" && this.extensions) await this.fitBudget(inUse);
     }
+    this.countMiss(this.final);
     ctx.dispatch(this.final, { x: T.x[cur] }, { logits: T.logits });
     const out = new Float32Array(await ctx.readTensor(T.logits));
     while (toDestroy.length) toDestroy.pop().destroy();
     this.pos += 1;
     return out;
+  }
+
+  countMiss(graph) {
+    if (this.extensions && graph.residency !== "device") this.sharedMisses++;
   }
 
   /** What the page shows: per-expert residency and hits, memory and swap counters. */
@@ -356,6 +368,9 @@ export class WebnnMoe {
       swapOuts: info?.swapOuts ?? 0,
       bytesUploaded: info?.bytesUploaded ?? 0,
       builds: this.builds,
+      expertUses: this.expertUses,
+      expertMisses: this.expertMisses,
+      sharedMisses: this.sharedMisses,
       explicitSwapIns: this.explicitSwapIns,
       explicitSwapOuts: this.explicitSwapOuts,
     };
