@@ -10,6 +10,8 @@
 //!   dispatch.
 //! - [`memory`]: residency of constants, the shared intermediate pool, the memory budget with
 //!   least-recently-used eviction, host copies.
+//! - [`weights`]: weight files (safetensors, GGUF): header readers and chunked streaming of
+//!   tensors to the GPU with type conversion.
 //! - [`error`]: the core error with the spec's error kinds.
 
 pub mod error;
@@ -17,6 +19,7 @@ pub mod graph;
 pub mod memory;
 pub mod ops;
 pub mod runtime;
+pub mod weights;
 
 #[cfg(target_arch = "wasm32")]
 pub mod api;

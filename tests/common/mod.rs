@@ -7,6 +7,7 @@ use webnn_wgpu::ops::{self, HostTensor, Op};
 use webnn_wgpu::runtime::{Context, ContextOptions, Tensor, TensorDescriptor};
 use webnn_wgpu::Result;
 
+pub mod weight_files;
 pub mod wpt;
 
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {

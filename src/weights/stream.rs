@@ -1,0 +1,269 @@
+//! Streaming a tensor from its file to a GPU buffer: the bytes are read in chunks of whole
+//! elements (whole blocks for quantized types), each chunk is converted to the WebNN type and
+//! written with `queue.write_buffer` at its offset. Two reusable host buffers (the chunk read
+//! and its conversion) are all the host memory the loader holds, and after every few chunks the
+//! loader waits for the queue so the driver's staging copies stay bounded too.
+
+use std::rc::Rc;
+
+use half::f16;
+
+use crate::error::{Error, Result};
+use crate::graph::{DataType, OperandDescriptor};
+use crate::memory::host::write_padded;
+use crate::memory::SharedConstant;
+use crate::ops::wgsl::buffer_size;
+use crate::runtime::{Context, Tensor, TensorDescriptor};
+use crate::weights::{Source, StoredType, TensorInfo, WeightFile};
+
+/// How a tensor is streamed.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// The WebNN type of bfloat16 and quantized tensors: float32 or float16. `None`: float32
+    /// for bfloat16 (exact), float16 for quantized types when the context has `shader-f16`.
+    pub float_type: Option<DataType>,
+    /// Bytes of the larger of a chunk as read and as converted (rounded down to whole elements
+    /// or blocks); the loader's host buffers hold at most twice this.
+    pub chunk_bytes: u64,
+    /// Chunks written to the queue before waiting for them to reach the GPU.
+    pub max_chunks_in_flight: u32,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions { float_type: None, chunk_bytes: 4 << 20, max_chunks_in_flight: 4 }
+    }
+}
+
+/// What one streamed tensor cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    pub chunks: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// The most bytes the streaming buffers held at once (read chunk plus converted chunk).
+    pub peak_host_bytes: u64,
+}
+
+impl WeightFile {
+    /// The WebNN type a tensor becomes under `options` on `context`.
+    pub fn webnn_type(&self, context: &Context, info: &TensorInfo, options: &LoadOptions) -> Result<DataType> {
+        let stored = self.stored_type(info)?;
+        let float = match options.float_type {
+            Some(t @ (DataType::Float32 | DataType::Float16)) => t,
+            Some(t) => {
+                return Err(Error::Type(format!(
+                    "{}: tensor '{}': {} cannot become {t}; only float32 or float16",
+                    self.file_name, info.name, info.type_name
+                )))
+            }
+            None if stored.is_quantized() && context.has_shader_f16() => DataType::Float16,
+            None => DataType::Float32,
+        };
+        Ok(stored.webnn_type(float))
+    }
+
+    fn stored_type(&self, info: &TensorInfo) -> Result<StoredType> {
+        info.stored.ok_or_else(|| {
+            Error::Type(format!(
+                "{}: tensor '{}': its type {} has no WebNN equivalent this loader converts to",
+                self.file_name, info.name, info.type_name
+            ))
+        })
+    }
+
+    /// The `MLOperandDescriptor` of the constant a tensor becomes.
+    pub fn descriptor(&self, context: &Context, info: &TensorInfo, options: &LoadOptions) -> Result<OperandDescriptor> {
+        let data_type = self.webnn_type(context, info, options)?;
+        let shape = info
+            .shape
+            .iter()
+            .map(|&d| u32::try_from(d).ok())
+            .collect::<Option<Vec<u32>>>()
+            .ok_or_else(|| Error::Type(format!("{}: tensor '{}': a dimension of {:?} is too large", self.file_name, info.name, info.shape)))?;
+        let descriptor = OperandDescriptor::new(data_type, shape);
+        descriptor
+            .check_dimensions()
+            .and_then(|_| context.check_tensor_byte_length(&descriptor))
+            .map_err(|e| Error::Type(format!("{}: tensor '{}': {}", self.file_name, info.name, e.message())))?;
+        Ok(descriptor)
+    }
+
+    /// `MLWeightFile.constantTensor(name)`: a constant tensor whose bytes are streamed from
+    /// `source` (the file this header was read from) to the GPU; `progress(loaded, total)` is
+    /// called after each chunk with bytes of the file.
+    pub async fn constant_tensor<S: Source>(
+        &self,
+        context: &Context,
+        source: &S,
+        name: &str,
+        options: &LoadOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(Tensor, StreamStats)> {
+        if let Some(message) = context.lost_message() {
+            return Err(Error::InvalidState(message));
+        }
+        let info = self.tensor(name)?;
+        let descriptor = self.descriptor(context, info, options)?;
+        let size = buffer_size(&descriptor);
+        context.make_room(0, &|| size)?;
+        let buffer = context.create_buffer(size, "weight").await?;
+        let stats = stream_tensor(context, source, info, descriptor.data_type, &buffer.buffer, options, progress).await?;
+        let memory = &context.inner.memory;
+        memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
+        let constant = Rc::new(SharedConstant::new_streamed(size, buffer));
+        let descriptor = TensorDescriptor { operand: descriptor, readable: false, writable: false };
+        Ok((Tensor::new_constant(context, descriptor, constant), stats))
+    }
+}
+
+/// Streams `info`'s bytes from `source` into `buffer` as `target` (the tensor's WebNN type).
+pub async fn stream_tensor<S: Source>(
+    context: &Context,
+    source: &S,
+    info: &TensorInfo,
+    target: DataType,
+    buffer: &wgpu::Buffer,
+    options: &LoadOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<StreamStats> {
+    let file = source.name();
+    let stored = info.stored.ok_or_else(|| {
+        Error::Type(format!("{file}: tensor '{}': its type {} cannot be converted", info.name, info.type_name))
+    })?;
+    let (block_elements, block_bytes) = stored.block();
+    let out_size = target.byte_size();
+    // Whole blocks, and a multiple of 4 elements so every write but the last is 4-byte aligned.
+    let unit_elements = if block_elements % 4 == 0 { block_elements } else { 4 };
+    let unit_bytes = unit_elements / block_elements * block_bytes;
+    // The larger of a chunk as read and as converted fits `chunk_bytes`, so the two host
+    // buffers hold at most twice that.
+    let unit_largest = unit_bytes.max(unit_elements * out_size);
+    let units_per_chunk = (options.chunk_bytes / unit_largest).max(1);
+    let chunk_bytes = units_per_chunk * unit_bytes;
+    let total = info.byte_length;
+    let end = info.offset.checked_add(total).filter(|&e| e <= source.len()).ok_or_else(|| {
+        Error::Data(format!("{file}: tensor '{}': its bytes go past the end of the file (truncated?)", info.name))
+    })?;
+
+    let mut read = vec![0u8; chunk_bytes.min(total) as usize];
+    let mut converted: Vec<u8> = Vec::with_capacity((chunk_bytes.min(total) / block_bytes * block_elements * out_size) as usize);
+    let mut stats = StreamStats::default();
+    let mut position = info.offset;
+    let mut in_flight = 0u32;
+    while position < end {
+        let n = (end - position).min(chunk_bytes) as usize;
+        let chunk = &mut read[..n];
+        source.read_at(position, chunk).await.map_err(|e| {
+            Error::Data(format!("{file}: tensor '{}': {}", info.name, e.message()))
+        })?;
+        let first_element = (position - info.offset) / block_bytes * block_elements;
+        convert_chunk(file, &info.name, stored, target, first_element, chunk, &mut converted)?;
+        if context.is_lost() {
+            return Err(Error::InvalidState(format!(
+                "{file}: tensor '{}': the context was lost while streaming",
+                info.name
+            )));
+        }
+        write_padded(context.queue(), buffer, first_element * out_size, &converted);
+        stats.chunks += 1;
+        stats.bytes_read += n as u64;
+        stats.bytes_written += converted.len() as u64;
+        stats.peak_host_bytes = stats.peak_host_bytes.max((read.capacity() + converted.capacity()) as u64);
+        position += n as u64;
+        in_flight += 1;
+        if in_flight >= options.max_chunks_in_flight.max(1) || position == end {
+            // The queue holds the staged chunks until a submit; wait for it so they are freed
+            // (natively; in the browser writeBuffer's staging is the browser's).
+            let index = context.queue().submit([]);
+            let _ = context.device().poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None });
+            in_flight = 0;
+        }
+        progress(position - info.offset, total);
+    }
+    Ok(stats)
+}
+
+/// Converts whole elements (whole blocks) of `stored` to `target`'s little-endian bytes in
+/// `out`; `first_element` is the index of the chunk's first element in the tensor (for messages).
+pub fn convert_chunk(
+    file: &str,
+    tensor: &str,
+    stored: StoredType,
+    target: DataType,
+    first_element: u64,
+    input: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    out.clear();
+    let put_float = |out: &mut Vec<u8>, x: f32| match target {
+        DataType::Float16 => out.extend_from_slice(&f16::from_f32(x).to_le_bytes()),
+        _ => out.extend_from_slice(&x.to_le_bytes()),
+    };
+    let convertible = match stored {
+        StoredType::BF16 | StoredType::Q8_0 | StoredType::Q4_0 | StoredType::Q4_1 => target.is_float(),
+        _ => stored.webnn_type(target) == target,
+    };
+    if !convertible {
+        return Err(Error::Type(format!("{file}: tensor '{tensor}': {} cannot become {target}", stored.name())));
+    }
+    match stored {
+        StoredType::F32 | StoredType::F16 | StoredType::I32 | StoredType::U32 | StoredType::I8 | StoredType::U8 => {
+            out.extend_from_slice(input)
+        }
+        StoredType::Bool => out.extend(input.iter().map(|&b| (b != 0) as u8)),
+        StoredType::BF16 => {
+            for b in input.chunks_exact(2) {
+                put_float(out, f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16));
+            }
+        }
+        StoredType::I64 => {
+            for (i, b) in input.chunks_exact(8).enumerate() {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(b);
+                let v = i64::from_le_bytes(bytes);
+                let v = i32::try_from(v).map_err(|_| {
+                    Error::Type(format!(
+                        "{file}: tensor '{tensor}': element {} is {v}, which int32 cannot represent",
+                        first_element + i as u64
+                    ))
+                })?;
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        StoredType::Q8_0 => {
+            for block in input.chunks_exact(34) {
+                let d = f16::from_le_bytes([block[0], block[1]]).to_f32();
+                for &q in &block[2..] {
+                    put_float(out, d * (q as i8) as f32);
+                }
+            }
+        }
+        StoredType::Q4_0 => {
+            for block in input.chunks_exact(18) {
+                let d = f16::from_le_bytes([block[0], block[1]]).to_f32();
+                let qs = &block[2..];
+                for &q in qs {
+                    put_float(out, ((q & 0x0F) as i32 - 8) as f32 * d);
+                }
+                for &q in qs {
+                    put_float(out, ((q >> 4) as i32 - 8) as f32 * d);
+                }
+            }
+        }
+        StoredType::Q4_1 => {
+            for block in input.chunks_exact(20) {
+                let d = f16::from_le_bytes([block[0], block[1]]).to_f32();
+                let m = f16::from_le_bytes([block[2], block[3]]).to_f32();
+                let qs = &block[4..];
+                for &q in qs {
+                    put_float(out, (q & 0x0F) as f32 * d + m);
+                }
+                for &q in qs {
+                    put_float(out, (q >> 4) as f32 * d + m);
+                }
+            }
+        }
+    }
+    Ok(())
+}
