@@ -489,6 +489,8 @@ const OPERATORS = {
   logicalAnd: { args: AB },
   logicalOr: { args: AB },
   logicalXor: { args: AB },
+  isNaN: { args: A },
+  isInfinite: { args: A },
   // Element-wise unary.
   abs: { args: INPUT },
   ceil: { args: INPUT },
@@ -512,6 +514,13 @@ const OPERATORS = {
   gelu: { args: INPUT },
   leakyRelu: { args: INPUT, options: { alpha: ['double', 0.01] } },
   clamp: { args: INPUT, options: { minValue: ['MLNumber'], maxValue: ['MLNumber'] } },
+  elu: { args: INPUT, options: { alpha: ['double', 1] } },
+  hardSigmoid: { args: INPUT, options: { alpha: ['double', 0.2], beta: ['double', 0.5] } },
+  hardSwish: { args: INPUT },
+  linear: { args: INPUT, options: { alpha: ['double', 1], beta: ['double', 0] } },
+  prelu: { args: [...INPUT, ['slope', 'operand']] },
+  softplus: { args: INPUT },
+  softsign: { args: INPUT },
   // Matrix multiplication.
   matmul: { args: AB },
   gemm: {

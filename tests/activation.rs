@@ -39,6 +39,7 @@ fn float_ops() -> Vec<Activation> {
         Activation::Clamp { min_value: Some(-1.5), max_value: None },
         Activation::Clamp { min_value: None, max_value: Some(2.25) },
         Activation::Clamp { min_value: Some(-3.0), max_value: Some(0.1) },
+        Activation::Clamp { min_value: Some(f64::NAN), max_value: Some(2.0) },
         Activation::Elu { alpha: 1.0 },
         Activation::Elu { alpha: 0.3 },
         Activation::HardSigmoid { alpha: 0.2, beta: 0.5 },
@@ -142,6 +143,8 @@ fn integer_relu_and_clamp() {
                 (Some(f64::NEG_INFINITY), Some(3.0)),
                 // Cast to the type first: rounds half to even, then saturates.
                 (Some(2.5), Some(2.5)),
+                // The spec's cast makes NaN 0 for integer types.
+                (Some(f64::NAN), None),
             ] {
                 let op = Op::Activation(Activation::Clamp { min_value, max_value });
                 check_op(&ctx, &op, &[x.clone()], 0, 0.0);

@@ -112,6 +112,12 @@ pub fn op_from_js(name: &str, p: &Params) -> Result<Op> {
         "greaterOrEqual" => Op::Logical(LogicalOp::GreaterOrEqual),
         "lesser" => Op::Logical(LogicalOp::Lesser),
         "lesserOrEqual" => Op::Logical(LogicalOp::LesserOrEqual),
+        "logicalNot" => Op::Logical(LogicalOp::LogicalNot),
+        "logicalAnd" => Op::Logical(LogicalOp::LogicalAnd),
+        "logicalOr" => Op::Logical(LogicalOp::LogicalOr),
+        "logicalXor" => Op::Logical(LogicalOp::LogicalXor),
+        "isNaN" => Op::Logical(LogicalOp::IsNaN),
+        "isInfinite" => Op::Logical(LogicalOp::IsInfinite),
 
         "abs" => Op::Unary(UnaryOp::Abs),
         "ceil" => Op::Unary(UnaryOp::Ceil),
@@ -135,6 +141,13 @@ pub fn op_from_js(name: &str, p: &Params) -> Result<Op> {
         "gelu" => Op::Activation(Activation::Gelu),
         "leakyRelu" => Op::Activation(Activation::LeakyRelu { alpha: p.f64("alpha")? }),
         "clamp" => Op::Activation(Activation::Clamp { min_value: p.opt_f64("minValue")?, max_value: p.opt_f64("maxValue")? }),
+        "elu" => Op::Activation(Activation::Elu { alpha: p.f64("alpha")? }),
+        "hardSigmoid" => Op::Activation(Activation::HardSigmoid { alpha: p.f64("alpha")?, beta: p.f64("beta")? }),
+        "hardSwish" => Op::Activation(Activation::HardSwish),
+        "linear" => Op::Activation(Activation::Linear { alpha: p.f64("alpha")?, beta: p.f64("beta")? }),
+        "prelu" => Op::Activation(Activation::Prelu),
+        "softplus" => Op::Activation(Activation::Softplus),
+        "softsign" => Op::Activation(Activation::Softsign),
 
         "matmul" => Op::Matmul,
         "gemm" => Op::Gemm(GemmOptions {

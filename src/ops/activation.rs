@@ -98,9 +98,14 @@ pub fn limits() -> Vec<OpLimits> {
         .collect()
 }
 
-/// clamp's bounds cast to the input type; an absent or NaN bound is unbounded (WPT's cases).
+/// clamp's bounds cast to the input type. An absent bound is unbounded, and so is a NaN bound of
+/// a float type (IEEE minNum/maxNum ignore a NaN operand; WPT's cases); the spec's cast makes a
+/// NaN bound of an integer type 0.
 fn clamp_bounds(min_value: Option<f64>, max_value: Option<f64>, data_type: DataType) -> (f64, f64) {
-    let bound = |v: Option<f64>, default: f64| cast_number(v.filter(|v| !v.is_nan()).unwrap_or(default), data_type);
+    let bound = |v: Option<f64>, default: f64| {
+        let v = v.filter(|v| !(v.is_nan() && data_type.is_float()));
+        cast_number(v.unwrap_or(default), data_type)
+    };
     (bound(min_value, f64::NEG_INFINITY), bound(max_value, f64::INFINITY))
 }
 
@@ -253,8 +258,8 @@ pub fn reference(op: &Activation, inputs: &[HostTensor], outputs: &[OperandDescr
                     c(*alpha) * x.exp_m1()
                 }
             }
-            Activation::HardSigmoid { alpha, beta } => (c(*alpha) * x + c(*beta)).min(1.0).max(0.0),
-            Activation::HardSwish => x * (x + 3.0).min(6.0).max(0.0) / 6.0,
+            Activation::HardSigmoid { alpha, beta } => (c(*alpha) * x + c(*beta)).clamp(0.0, 1.0),
+            Activation::HardSwish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
             Activation::Linear { alpha, beta } => c(*alpha) * x + c(*beta),
             Activation::Softplus => x.max(0.0) + (-x.abs()).exp().ln_1p(),
             Activation::Softsign => x / (1.0 + x.abs()),
