@@ -688,6 +688,8 @@ class MLGraphBuilder {
           return this.#operator(name, spec, args);
         },
       }[name];
+      // A WebIDL operation's length is its count of required arguments.
+      Object.defineProperty(method, 'length', { value: spec.args.length });
       Object.defineProperty(MLGraphBuilder.prototype, name, { value: method, writable: true, enumerable: true, configurable: true });
     }
   }

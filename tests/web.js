@@ -87,7 +87,7 @@ export async function buildDispatchRead() {
   const byob = new Float32Array(4);
   assert(await context.readTensor(rightOut, byob) === undefined, 'readTensor(tensor, outputData) resolves undefined');
   assertArrayEquals(byob, [2, 3, 5, 6], 'right');
-  // A SharedArrayBuffer-free Uint8Array view is accepted for any data type.
+  // A Uint8Array view is accepted for any data type.
   const bytes = new Uint8Array(16);
   await context.readTensor(rightOut, bytes);
   assertArrayEquals(new Float32Array(bytes.buffer), [2, 3, 5, 6], 'right through Uint8Array');
@@ -97,12 +97,28 @@ export async function buildDispatchRead() {
   assert(constantTensor.constant && !constantTensor.readable, 'constant tensor flags');
   const builder2 = new MLGraphBuilder(context);
   const x = builder2.input('x', { dataType: 'int32', shape: [2] });
-  const graph2 = await builder2.build({ y: builder2.mul(x, builder2.constant(constantTensor)) });
+  // MLNumber accepts a bigint.
+  const three = builder2.constant('int32', 3n);
+  const graph2 = await builder2.build({ y: builder2.sub(builder2.mul(x, builder2.constant(constantTensor)), three) });
   const { inputs: in2, output: out2 } = await tensors(context, {
     x: { descriptor: { dataType: 'int32', shape: [2] }, data: new Int32Array([3, 4]) },
   }, { dataType: 'int32', shape: [2] });
   context.dispatch(graph2, in2, { y: out2 });
-  assertArrayEquals(new Int32Array(await context.readTensor(out2)), [21, -32], 'constant tensor product');
+  assertArrayEquals(new Int32Array(await context.readTensor(out2)), [18, -35], 'constant tensor product');
+  // The graph keeps the constant tensor's bytes after destroy() (the spec's note on dispatch).
+  constantTensor.destroy();
+  context.dispatch(graph2, in2, { y: out2 });
+  assertArrayEquals(new Int32Array(await context.readTensor(out2)), [18, -35], 'after the constant tensor is destroyed');
+  // SharedArrayBuffer sources, where the page may create them (cross-origin isolated).
+  if (typeof SharedArrayBuffer === 'function') {
+    const shared = new Int32Array(new SharedArrayBuffer(8));
+    shared.set([1, 2]);
+    context.writeTensor(in2.x, shared);
+    context.dispatch(graph2, in2, { y: out2 });
+    const sharedOut = new Int32Array(new SharedArrayBuffer(8));
+    await context.readTensor(out2, sharedOut);
+    assertArrayEquals(sharedOut, [4, -19], 'through SharedArrayBuffers');
+  }
 
   const limits = context.opSupportLimits();
   assert(limits.maxTensorByteLength > 0, 'maxTensorByteLength');
