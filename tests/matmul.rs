@@ -317,3 +317,19 @@ fn gemm_validation() {
         "int32"
     );
 }
+
+/// More than 65535 workgroups: the runtime folds the grid into y, and the kernels rebuild the
+/// linear workgroup index.
+#[test]
+fn matmul_beyond_one_grid_dimension() {
+    let ctx = context();
+    let mut rng = Rng::new(14);
+    // Direct kernel: 8 * 300000 outputs in 75000 workgroups of 32 words.
+    let x = rng.tensor(DataType::Float32, &[8, 1], -1.0, 1.0);
+    let y = rng.tensor(DataType::Float32, &[1, 300000], -1.0, 1.0);
+    check_product(&ctx, &Op::Matmul, &[x, y], 1);
+    // Tiled kernel: 66000 batches of one 16x16 tile.
+    let x = rng.tensor(DataType::Float32, &[66000, 16, 2], -1.0, 1.0);
+    let y = rng.tensor(DataType::Float32, &[2, 16], -1.0, 1.0);
+    check_product(&ctx, &Op::Matmul, &[x, y], 2);
+}

@@ -238,3 +238,16 @@ fn reduce_validation() {
     }
     assert!(!is_type_error(ReduceOp::Max, None, &i8_));
 }
+
+/// More than 65535 workgroups of short rows: the runtime folds the grid into y.
+#[test]
+fn reduce_beyond_one_grid_dimension() {
+    let ctx = context();
+    let mut rng = Rng::new(22);
+    let input = rng.tensor(DataType::Float32, &[4_200_000, 2], -2.0, 2.0);
+    let options = ReduceOptions {
+        axes: Some(vec![1]),
+        keep_dimensions: false,
+    };
+    check_reduce(&ctx, ReduceOp::Sum, &options, &input);
+}
