@@ -7,6 +7,9 @@
 #   conformance  the WPT cases through navigator.ml in headless Chromium
 #   invalid_use  invalid API calls and their exact spec errors
 #   demo         the webpack bundle of www/ and the demo page, screenshot in out/demo.png
+#   moe_reference  the MoE demo's model code against reference.json in Node (no GPU)
+#   moe          the MoE demo page: 64 greedy tokens per reference prompt under a 25% expert
+#                budget, checked against reference.json; screenshot in out/moe.png
 # Ends with "stages: N passed, M failed"; exits non-zero when a stage failed.
 # STAGES="native demo" runs a subset (setup always runs first).
 set -uo pipefail
@@ -58,6 +61,8 @@ stage web web_tests
 stage conformance node tests/browser/conformance.mjs
 stage invalid_use node tests/browser/invalid_use.mjs
 stage demo demo
+stage moe_reference node tests/browser/moe_reference.mjs
+stage moe node tests/browser/moe.mjs --mode lru --budget 0.25 --tokens 64
 
 echo
 echo "=== stage times (total $((SECONDS - start_all))s)"

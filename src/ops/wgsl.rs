@@ -260,21 +260,35 @@ impl ElementwiseKernel<'_> {
     }
 }
 
-/// Declarations that [`literal`] relies on for NaN and infinities; the pipeline cache adds them
-/// to every kernel that uses them.
-pub const NONFINITE_PRELUDE: &str = "var<private> webnn_nan_bits: u32 = 0x7fc00000u;\nvar<private> webnn_inf_bits: u32 = 0x7f800000u;\nvar<private> webnn_neg_inf_bits: u32 = 0xff800000u;\n";
+/// Prepended to every kernel: the bits of NaN, +inf and -inf in a private variable. A constant
+/// expression that evaluates to a non-finite float is a shader-creation error in WGSL (Chromium's
+/// Tint rejects `bitcast<f32>(0xff800000u)`), so [`literal`] reads these bits at run time.
+pub const PRELUDE: &str =
+    "var<private> webnn_non_finite_bits: array<u32, 3> = array<u32, 3>(0x7fc00000u, 0x7f800000u, 0xff800000u);\n";
+
+/// `source` with [`PRELUDE`] after its directives (`enable`, `requires`, `diagnostic`), which
+/// must come first in a WGSL module.
+pub fn with_prelude(source: &str) -> String {
+    let mut split = 0;
+    for line in source.split_inclusive('\n') {
+        let t = line.trim_start();
+        if !(t.is_empty() || t.starts_with("enable ") || t.starts_with("requires ") || t.starts_with("diagnostic")) {
+            break;
+        }
+        split += line.len();
+    }
+    format!("{}{PRELUDE}{}", &source[..split], &source[split..])
+}
 
 /// A WGSL literal of value type `vt` for a number (used for baked-in options like `alpha`).
 pub fn literal(value: f64, vt: &str) -> String {
     match vt {
         "f32" => {
             let v = value as f32;
-            // Browsers' WGSL compilers reject non-finite constant expressions, so these read
-            // the bits from module-scope variables (see NONFINITE_PRELUDE).
             if v.is_nan() {
-                "bitcast<f32>(webnn_nan_bits)".into()
+                "bitcast<f32>(webnn_non_finite_bits[0])".into()
             } else if v.is_infinite() {
-                if v > 0.0 { "bitcast<f32>(webnn_inf_bits)".into() } else { "bitcast<f32>(webnn_neg_inf_bits)".into() }
+                if v > 0.0 { "bitcast<f32>(webnn_non_finite_bits[1])".into() } else { "bitcast<f32>(webnn_non_finite_bits[2])".into() }
             } else {
                 format!("bitcast<f32>({}u)", v.to_bits())
             }

@@ -64,14 +64,9 @@ impl PipelineCache {
         }
         let layout = self.layout(device, reads, writes);
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let source = if source.contains("bitcast<f32>(webnn_") {
-            format!("{}{source}", crate::ops::wgsl::NONFINITE_PRELUDE)
-        } else {
-            source.to_string()
-        };
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("webnn kernel"),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
+            source: wgpu::ShaderSource::Wgsl(crate::ops::wgsl::with_prelude(source).into()),
         });
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some("webnn"),

@@ -1,0 +1,107 @@
+// The MoE demo page in headless Chromium (WebGPU on SwiftShader): generates greedily from every
+// reference prompt, prints the text, tokens/s and swap counts, checks the greedy tokens against
+// www/models/moe/reference.json and prompt 0's per-step logits within its tolerance, and saves
+// out/moe.png.
+//   node tests/browser/moe.mjs [--mode lru] [--budget 0.25] [--tokens 64] [--webnn cpu]
+//   node tests/browser/moe.mjs --sweep [--tokens 16]   every mode at budgets 1, 0.5, 0.25, 0.125
+// --webnn cpu runs the page on the CPU stand-in (tests/browser/webnn_cpu.mjs) instead of the
+// wasm package. Exit status 0 when every check passes.
+import path from "node:path";
+import fs from "node:fs";
+import { parseArgs } from "node:util";
+import { start, openPage, writeOut, ROOT } from "./browser.mjs";
+import { relativeError } from "../../www/moe/model.js";
+
+const { values: args } = parseArgs({
+  options: {
+    mode: { type: "string", default: "lru" },
+    budget: { type: "string", default: "0.25" },
+    tokens: { type: "string", default: "64" },
+    webnn: { type: "string", default: "wasm" },
+    sweep: { type: "boolean", default: false },
+  },
+});
+const tokens = Number(args.tokens);
+const reference = JSON.parse(fs.readFileSync(path.join(ROOT, "www/models/moe/reference.json"), "utf8"));
+const tolerance = 1e-3;
+if (args.webnn === "wasm" && !fs.existsSync(path.join(ROOT, "pkg/index.js"))) {
+  console.error("pkg/index.js is missing: run scripts/build-wasm.sh first");
+  process.exit(1);
+}
+
+let failures = 0;
+let passes = 0;
+const check = (ok, what) => {
+  console.log(`${ok ? "ok  " : "FAIL"} ${what}`);
+  if (ok) passes++;
+  else failures++;
+};
+
+async function runConfiguration(browser, url, mode, budget, screenshot) {
+  const query = new URLSearchParams({ mode, budget: String(budget) });
+  if (args.webnn === "cpu") query.set("webnn", "cpu");
+  const page = await openPage(browser, `${url}/www/moe/index.html?${query}`, `moe ${mode} ${budget}`);
+  page.on("console", (m) => { if (m.type() === "error") console.error(`[console] ${m.text()}`); });
+  await page.waitForFunction(() => document.body.dataset.state, null, { timeout: 600000 });
+  const state = await page.evaluate(() => document.body.dataset.state);
+  check(state === "ready", `${mode} ${budget}: page ${state}: ${await page.textContent("#status")}`);
+  const row = { mode, budget, tokensPerSecond: [], swapIns: 0, swapOuts: 0, builds: 0 };
+  if (state !== "ready") return row;
+  const sl = reference.step_logits;
+  for (const [pi, prompt] of reference.prompts.entries()) {
+    const r = await page.evaluate(([text, n, collect]) => window.moe.generate(text, n, { collectLogits: collect }),
+      [prompt.text, tokens, pi === sl.prompt_index]);
+    const want = prompt.greedy_tokens.slice(0, tokens);
+    const first = r.ids.findIndex((t, i) => t !== want[i]);
+    check(first < 0 && r.ids.length === want.length,
+      `${mode} ${budget}: ${JSON.stringify(prompt.text)} -> ${JSON.stringify(r.text)} ` +
+      `(${r.tokensPerSecond.toFixed(2)} tokens/s` + (first < 0 ? ")" : `; first difference at step ${first})`));
+    row.tokensPerSecond.push(r.tokensPerSecond);
+    if (pi === sl.prompt_index) {
+      const worst = r.logits.reduce((m, l, i) => Math.max(m, relativeError(l, sl.logits[i])), 0);
+      check(r.logits.length === Math.min(tokens, sl.logits.length) && worst <= tolerance,
+        `${mode} ${budget}: ${JSON.stringify(prompt.text)} logits at ${r.logits.length} steps, worst rel err ${worst.toExponential(2)}`);
+    }
+    Object.assign(row, { swapIns: r.stats.swapIns, swapOuts: r.stats.swapOuts, builds: r.stats.builds,
+      expertUses: r.stats.expertUses, expertMisses: r.stats.expertMisses, sharedMisses: r.stats.sharedMisses,
+      deviceBytes: r.stats.deviceBytes, budgetBytes: r.stats.budgetBytes });
+  }
+  console.log(`     ${mode} ${budget}: swap-ins ${row.swapIns}, swap-outs ${row.swapOuts}, builds ${row.builds}, ` +
+    `expert misses ${row.expertMisses} of ${row.expertUses} uses, non-expert graph misses ${row.sharedMisses}, ` +
+    `device ${(row.deviceBytes / 1e6).toFixed(1)} MB of budget ${(row.budgetBytes / 1e6).toFixed(1)} MB`);
+  if (screenshot) {
+    const png = writeOut("moe.png", "");
+    await page.screenshot({ path: png, fullPage: true });
+    console.log(`screenshot: ${path.relative(ROOT, png)}`);
+  }
+  await page.close();
+  return row;
+}
+
+const { browser, url, close } = await start(ROOT);
+const rows = [];
+try {
+  if (args.sweep) {
+    for (const mode of ["resident", "lru", "explicit", "rebuild"]) {
+      for (const budget of mode === "resident" || mode === "rebuild" ? [1] : [1, 0.5, 0.25, 0.125]) {
+        rows.push(await runConfiguration(browser, url, mode, budget, false));
+      }
+    }
+  } else {
+    rows.push(await runConfiguration(browser, url, args.mode, Number(args.budget), true));
+  }
+} catch (e) {
+  check(false, `moe page: ${e.message.split("\n")[0]}`);
+} finally {
+  await close();
+}
+const mean = (a) => a.reduce((s, x) => s + x, 0) / Math.max(1, a.length);
+console.log("mode      budget  tokens/s  swap-ins  swap-outs  builds  expert misses / uses  non-expert misses");
+for (const r of rows) {
+  console.log(`${r.mode.padEnd(9)} ${String(r.budget * 100).padStart(5)}%  ${mean(r.tokensPerSecond).toFixed(2).padStart(8)}` +
+    `  ${String(r.swapIns).padStart(8)}  ${String(r.swapOuts).padStart(9)}  ${String(r.builds).padStart(6)}` +
+    `  ${`${r.expertMisses} / ${r.expertUses}`.padStart(20)}  ${String(r.sharedMisses).padStart(17)}`);
+}
+writeOut("moe.json", rows);
+console.log(`moe: ${passes} passed, ${failures} failed`);
+process.exit(failures === 0 ? 0 : 1);
