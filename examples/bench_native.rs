@@ -1,4 +1,4 @@
-//! Native benchmarks (wgpu on Vulkan): `cargo run --release --example bench_native -- [memory]`.
+//! Native benchmarks (wgpu on Vulkan): `cargo run --release --example bench_native -- [memory] [matmul]`.
 //! Prints a table per benchmark with the physical reference measured in the same run.
 
 use std::time::Instant;
@@ -96,6 +96,56 @@ fn memory(ctx: &Context) {
     }
 }
 
+/// Seconds per dispatch of `graph`: `reps` dispatches queued back to back, then one wait, so
+/// submission latency is amortised (median of 3 such runs, after a warm-up).
+fn time_dispatch(ctx: &Context, graph: &Graph, inputs: &[(String, webnn_wgpu::runtime::Tensor)], outputs: &[(String, webnn_wgpu::runtime::Tensor)], reps: usize) -> f64 {
+    ctx.dispatch(graph, inputs, outputs).unwrap();
+    pollster::block_on(ctx.flush()).unwrap();
+    median(
+        (0..3)
+            .map(|_| {
+                let t = Instant::now();
+                for _ in 0..reps {
+                    ctx.dispatch(graph, inputs, outputs).unwrap();
+                }
+                pollster::block_on(ctx.flush()).unwrap();
+                t.elapsed().as_secs_f64() / reps as f64
+            })
+            .collect(),
+    )
+}
+
+/// f32 matmul [m,k] x [k,n] with the weight as a constant, as a model holds it.
+fn matmul_seconds(ctx: &Context, m: u32, k: u32, n: u32, reps: usize) -> f64 {
+    use webnn_wgpu::runtime::TensorDescriptor;
+    let a = OperandDescriptor::new(DataType::Float32, vec![m, k]);
+    let w: Vec<u8> = (0..k as u64 * n as u64).flat_map(|i| (((i % 17) as f32 - 8.0) / 64.0).to_le_bytes()).collect();
+    let mut b = GraphBuilder::new(ctx).unwrap();
+    let x = b.input("x", a.clone()).unwrap();
+    let c = b.constant(OperandDescriptor::new(DataType::Float32, vec![k, n]), &w).unwrap();
+    let y = b.operator1(Op::Matmul, &[x, c], "").unwrap();
+    let graph = pollster::block_on(b.build(&[("y".into(), y)])).unwrap();
+    let tensor = |d: OperandDescriptor| pollster::block_on(ctx.create_tensor(TensorDescriptor { operand: d, readable: true, writable: true })).unwrap();
+    let input = tensor(a);
+    let output = tensor(OperandDescriptor::new(DataType::Float32, vec![m, n]));
+    time_dispatch(ctx, &graph, &[("x".into(), input)], &[("y".into(), output)], reps)
+}
+
+fn matmul(ctx: &Context) {
+    println!("## matmul (native wgpu, {}; per dispatch, back-to-back dispatches)", ctx.adapter_info().name);
+    println!("| shape | time | throughput |");
+    println!("|---|---|---|");
+    for (m, k, n) in [(1024, 1024, 1024), (4096, 4096, 4096)] {
+        let s = matmul_seconds(ctx, m, k, n, if m >= 4096 { 5 } else { 20 });
+        println!("| {m}x{k}x{n} f32 | {:.2} ms | {:.2} TFLOP/s |", s * 1e3, 2.0 * m as f64 * k as f64 * n as f64 / s / 1e12);
+    }
+    // GEMV reads the whole weight once: bandwidth is what bounds it.
+    for (k, n) in [(4096, 4096), (8192, 8192)] {
+        let s = matmul_seconds(ctx, 1, k, n, 50);
+        println!("| 1x{k}x{n} f32 (GEMV) | {:.3} ms | {:.0} GB/s of weights |", s * 1e3, 4.0 * k as f64 * n as f64 / s / 1e9);
+    }
+}
+
 fn main() {
     let which: Vec<String> = std::env::args().skip(1).collect();
     let ctx = pollster::block_on(Context::new(ContextOptions::default())).expect("a WebGPU adapter");
@@ -103,5 +153,8 @@ fn main() {
     println!("adapter: {} ({:?}, {:?})", info.name, info.device_type, info.backend);
     if which.is_empty() || which.iter().any(|w| w == "memory") {
         memory(&ctx);
+    }
+    if which.is_empty() || which.iter().any(|w| w == "matmul") {
+        matmul(&ctx);
     }
 }
