@@ -400,7 +400,7 @@ fn bad_gguf_files_are_data_errors_naming_file_tensor_and_problem() {
 }
 
 #[test]
-fn a_streamed_constant_feeds_a_graph_and_stays_through_swaps() {
+fn a_streamed_constant_goes_to_the_disk_tier_and_streams_back_bit_identical() {
     use webnn_wgpu::graph::{GraphBuilder, OperandDescriptor};
     use webnn_wgpu::memory::Residency;
     use webnn_wgpu::ops::elementwise_binary::BinaryOp;
