@@ -34,9 +34,9 @@ try {
       for (let i = 0; i < count; i++) await writable.write(chunk);
       await writable.close();
 
-      // The wasm module's memory export, through the wasm-bindgen glue.
-      const glue = await import('/pkg/webnn_wgpu.js');
-      const wasmBytes = () => glue.wasm?.memory?.buffer?.byteLength ?? glue.__wasm?.memory?.buffer?.byteLength ?? NaN;
+      // The wasm module's memory export: the glue's init resolves to the instance's exports.
+      const exports = await (await import('/pkg/webnn_wgpu.js')).default();
+      const wasmBytes = () => exports.memory.buffer.byteLength;
       const heap = () => performance.memory?.usedJSHeapSize ?? NaN;
       let peakWasm = wasmBytes();
       let peakHeap = heap();
