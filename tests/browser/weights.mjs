@@ -46,8 +46,8 @@ try {
     const context = await navigator.ml.createContext();
     const run = async (file) => {
       check(file instanceof MLWeightFile, 'openWeights resolves to an MLWeightFile');
-      const names = file.tensors.map((t) => `${t.name}:${t.dataType}[${t.shape}]:${t.byteLength}`).join(' ');
-      check(names === 'w:float32[1000]:4000 b:float32[1000]:4000', 'tensors', names);
+      const names = file.tensors.map((t) => `${t.name}:${t.dataType}[${t.shape}]:${t.byteLength}`).sort().join(' ');
+      check(names === 'b:float32[1000]:4000 w:float32[1000]:4000', 'tensors', names);
       const builder = new MLGraphBuilder(context);
       const desc = { dataType: 'float32', shape: [1000] };
       const x = builder.input('x', desc);
