@@ -33,4 +33,4 @@ export function install({ force = false } = {}) {
   return installInterfaces({ force, loader: () => init() });
 }
 
-export { ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor } from './webnn.js';
+export { ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor, MLWeightFile } from './webnn.js';

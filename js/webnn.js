@@ -1,9 +1,9 @@
-// The WebNN interfaces (ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor) over the
-// webnn-wgpu wasm backend. This file does what WebIDL bindings do -- argument conversion with the
-// spec's names, defaults and TypeErrors, overload resolution, internal slots -- and hands the
-// converted values to the Rust handles (src/api), which validate with the spec's steps and
-// throw TypeError or DOMException. It is a wasm-bindgen snippet of the crate: it must not import
-// other files, and the build exposes it as pkg/webnn.js.
+// The WebNN interfaces (ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor, and the
+// MLWeightFile extension) over the webnn-wgpu wasm backend. This file does what WebIDL bindings
+// do -- argument conversion with the spec's names, defaults and TypeErrors, overload resolution,
+// internal slots -- and hands the converted values to the Rust handles (src/api), which validate
+// with the spec's steps and throw TypeError or DOMException. It is a wasm-bindgen snippet of the
+// crate: it must not import other files, and the build exposes it as pkg/webnn.js.
 
 const INTERNAL = Symbol('webnn-wgpu');
 
@@ -351,6 +351,39 @@ class MLContext {
   memoryInfo() {
     return slotOf(this, 'MLContext', 'this').handle.memoryInfo();
   }
+
+  // Extension (EXTENSIONS.md, "Weight files"): reads only the header of a safetensors or GGUF
+  // file; `source` is a FileSystemFileHandle, a File or a Blob. `options.floatType` ('float32'
+  // or 'float16') is what bfloat16 and quantized tensors become.
+  async openWeights(source, options) {
+    const c = slotOf(this, 'MLContext', 'this');
+    if (arguments.length < 1) throw new TypeError('openWeights() needs a source');
+    const o = toDictionary(options, 'openWeights(): options');
+    if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
+      throw new TypeError('openWeights(): options.onProgress must be a function');
+    }
+    const floatType = o.floatType === undefined
+      ? undefined
+      : toEnum(o.floatType, ['float32', 'float16'], 'openWeights(): options.floatType');
+    let blob;
+    let name;
+    if (typeof FileSystemFileHandle === 'function' && source instanceof FileSystemFileHandle) {
+      name = source.name;
+      try {
+        blob = await source.getFile();
+      } catch (e) {
+        throw domException('DataError', `${name}: cannot read the file: ${e.message}`);
+      }
+    } else if (typeof Blob === 'function' && source instanceof Blob) {
+      blob = source;
+      name = typeof File === 'function' && source instanceof File ? source.name : 'Blob';
+    } else {
+      throw new TypeError('openWeights(): source must be a FileSystemFileHandle, a File or a Blob');
+    }
+    if (c.handle.isLost()) throw domException('InvalidStateError', 'openWeights(): the MLContext is lost');
+    const handle = await c.handle.openWeights(blob, name, floatType);
+    return new MLWeightFile(INTERNAL, handle, this, o.onProgress);
+  }
 }
 setInterfaceName(MLContext, 'MLContext');
 
@@ -390,6 +423,31 @@ class MLTensor {
 }
 setInterfaceName(MLTensor, 'MLTensor');
 
+// ---- MLWeightFile ----
+
+class MLWeightFile {
+  constructor(token, handle, context, onProgress) {
+    if (token !== INTERNAL) throw new TypeError('Illegal constructor');
+    const tensors = Object.freeze(handle.tensors().map((t) => Object.freeze({ ...t, shape: Object.freeze(t.shape) })));
+    slots.set(this, { kind: 'MLWeightFile', handle, context, onProgress, tensors });
+  }
+
+  // [{ name, dataType, shape, byteLength, storedType, fileByteLength }].
+  get tensors() { return slotOf(this, 'MLWeightFile', 'this').tensors; }
+
+  // A constant MLTensor whose bytes are streamed from the file to the GPU in chunks.
+  async constantTensor(name) {
+    const w = slotOf(this, 'MLWeightFile', 'this');
+    if (arguments.length < 1) throw new TypeError('constantTensor() needs a tensor name');
+    const n = toString(name);
+    const handle = await w.handle.constantTensor(n, w.onProgress);
+    const info = w.tensors.find((t) => t.name === n);
+    const descriptor = { dataType: info.dataType, shape: info.shape, readable: false, writable: false };
+    return new MLTensor(INTERNAL, handle, w.context, descriptor, true);
+  }
+}
+setInterfaceName(MLWeightFile, 'MLWeightFile');
+
 // ---- MLGraph ----
 
 class MLGraph {
@@ -413,7 +471,7 @@ class MLGraph {
   }
 
   async swapIn() {
-    slotOf(this, 'MLGraph', 'this').handle.swapIn();
+    await slotOf(this, 'MLGraph', 'this').handle.swapIn();
   }
 
   get residency() { return slotOf(this, 'MLGraph', 'this').handle.residency(); }
@@ -779,7 +837,7 @@ setInterfaceName(MLGraphBuilder, 'MLGraphBuilder');
 
 // ---- install ----
 
-const INTERFACES = { ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor };
+const INTERFACES = { ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor, MLWeightFile };
 let ml;
 
 /**
@@ -808,4 +866,4 @@ export function install({ force = false, backend, loader } = {}) {
   return true;
 }
 
-export { ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor };
+export { ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor, MLWeightFile };

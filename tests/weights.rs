@@ -5,6 +5,8 @@ mod common;
 
 use common::weight_files::{safetensors, safetensors_raw, Gguf};
 use common::{block_on, context, Rng};
+use std::rc::Rc;
+
 use half::f16;
 use webnn_wgpu::graph::DataType;
 use webnn_wgpu::runtime::{Context, Tensor};
@@ -29,15 +31,15 @@ fn read_back(ctx: &Context, tensor: &Tensor) -> Vec<u8> {
     bytes[..tensor.descriptor().byte_length() as usize].to_vec()
 }
 
-fn open(name: &str, bytes: Vec<u8>) -> (BytesSource, webnn_wgpu::Result<WeightFile>) {
-    let source = BytesSource::new(name, bytes);
-    let file = block_on(WeightFile::open(&source));
+fn open(name: &str, bytes: Vec<u8>) -> (Rc<BytesSource>, webnn_wgpu::Result<WeightFile>) {
+    let source = Rc::new(BytesSource::new(name, bytes));
+    let file = block_on(WeightFile::open(&*source));
     (source, file)
 }
 
 fn load(
     ctx: &Context,
-    source: &BytesSource,
+    source: &Rc<BytesSource>,
     file: &WeightFile,
     name: &str,
     options: &LoadOptions,
@@ -398,7 +400,7 @@ fn bad_gguf_files_are_data_errors_naming_file_tensor_and_problem() {
 }
 
 #[test]
-fn a_streamed_constant_feeds_a_graph_and_stays_through_swaps() {
+fn a_streamed_constant_goes_to_the_disk_tier_and_streams_back_bit_identical() {
     use webnn_wgpu::graph::{GraphBuilder, OperandDescriptor};
     use webnn_wgpu::memory::Residency;
     use webnn_wgpu::ops::elementwise_binary::BinaryOp;
@@ -430,10 +432,26 @@ fn a_streamed_constant_feeds_a_graph_and_stays_through_swaps() {
         assert_eq!(block_on(ctx.read_tensor(&y)).unwrap(), le(&want, f32::to_le_bytes));
     };
     run();
-    // No host copy exists, so the streamed constant stays on the GPU while the graph is out.
+    // The disk tier: no host copy, no device copy; dispatch and swapIn stream it again.
+    let streamed = ctx.memory_info().bytes_streamed_from_disk;
+    let device = ctx.memory_info().device_bytes;
+    block_on(graph.swap_out(Residency::Disk)).unwrap();
+    assert_eq!(graph.residency(), Residency::Disk);
+    assert_eq!((graph.host_bytes(), graph.device_bytes()), (0, 0));
+    assert!(weights.buffer().is_none(), "the constant left the GPU");
+    assert_eq!(ctx.memory_info().device_bytes, device - 256, "its 256 device bytes are freed");
+    assert_eq!(ctx.memory_info().host_bytes, 0);
+    run();
+    assert_eq!(graph.residency(), Residency::Device);
+    let file_bytes = 2 * 20;
+    assert_eq!(ctx.memory_info().bytes_streamed_from_disk, streamed + file_bytes);
+    block_on(graph.swap_out(Residency::Disk)).unwrap();
+    block_on(graph.swap_in()).unwrap();
+    assert_eq!(ctx.memory_info().bytes_streamed_from_disk, streamed + 2 * file_bytes);
+    run();
+    // Under a budget the graph is evicted to disk and streamed again on its next dispatch.
     block_on(graph.swap_out(Residency::Host)).unwrap();
-    assert_eq!(graph.host_bytes(), 0);
-    graph.swap_in().unwrap();
+    assert_eq!(graph.residency(), Residency::Disk, "file-backed constants have no host tier");
     run();
 }
 

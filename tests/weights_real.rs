@@ -75,8 +75,8 @@ fn compare(ctx: &Context, path: &Path, options: &LoadOptions, only_quantized: bo
             .expect("run tools/fetch_test_models.sh"),
     )
     .unwrap();
-    let source = FileSource::open(path).unwrap();
-    let file = block_on(WeightFile::open(&source)).unwrap();
+    let source = std::rc::Rc::new(FileSource::open(path).unwrap());
+    let file = block_on(WeightFile::open(&*source)).unwrap();
     let expected = reference["tensors"].as_object().unwrap();
     assert_eq!(file.tensors.len(), expected.len(), "tensor count");
     let mut summary = Summary::default();

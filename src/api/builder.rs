@@ -139,9 +139,14 @@ impl GraphHandle {
         })
     }
 
+    /// Resolves once the constants are resident (streamed again from their files if needed).
     #[wasm_bindgen(js_name = swapIn)]
-    pub fn swap_in(&self) -> JsResult<()> {
-        self.graph.swap_in().map_err(to_js)
+    pub fn swap_in(&self) -> Promise {
+        let graph = self.graph.clone();
+        future_to_promise(async move {
+            graph.swap_in().await.map_err(to_js)?;
+            Ok(JsValue::UNDEFINED)
+        })
     }
 
     pub fn residency(&self) -> String {

@@ -19,7 +19,7 @@ use crate::runtime::{Context, Tensor, TensorDescriptor};
 
 /// The context's live tensor handles by tensor id, so that `dispatch()` can name its tensors
 /// by id (wasm-bindgen cannot borrow a list of Rust objects from JavaScript).
-type Tensors = Rc<RefCell<HashMap<u64, Tensor>>>;
+pub(crate) type Tensors = Rc<RefCell<HashMap<u64, Tensor>>>;
 
 pub(crate) fn descriptor(data_type: &str, shape: Vec<u32>) -> Result<OperandDescriptor> {
     Ok(OperandDescriptor::new(DataType::from_name(data_type)?, shape))
@@ -41,7 +41,7 @@ pub struct ContextHandle {
     tensors: Tensors,
 }
 
-fn register(tensors: &Tensors, tensor: Tensor) -> TensorHandle {
+pub(crate) fn register(tensors: &Tensors, tensor: Tensor) -> TensorHandle {
     tensors.borrow_mut().insert(tensor.id(), tensor.clone());
     TensorHandle { tensor, tensors: tensors.clone() }
 }
@@ -113,6 +113,13 @@ impl ContextHandle {
             let tensor = context.create_constant_tensor_host(operand, host).await.map_err(to_js)?;
             Ok(register(&tensors, tensor).into())
         }))
+    }
+
+    /// The `openWeights()` extension: `blob` is a `File`, a `Blob` or a `FileSystemFileHandle`'s
+    /// file, `name` names it in errors.
+    #[wasm_bindgen(js_name = openWeights)]
+    pub fn open_weights(&self, blob: web_sys::Blob, name: String, float_type: Option<String>) -> JsResult<Promise> {
+        crate::api::weights::open_weights(self.context.clone(), self.tensors.clone(), blob, name, float_type)
     }
 
     #[wasm_bindgen(js_name = writeTensor)]

@@ -1,8 +1,8 @@
 //! The wasm-bindgen layer under the WebNN JavaScript API.
 //!
 //! `js/webnn.js` defines the spec's interfaces (`ML`, `MLContext`, `MLGraphBuilder`, `MLOperand`,
-//! `MLGraph`, `MLTensor`) and does the WebIDL conversions (dictionaries, enums, `[EnforceRange]`,
-//! buffer sources); this layer maps the converted arguments to the core and the core's
+//! `MLGraph`, `MLTensor`, and the `MLWeightFile` extension) and does the WebIDL conversions
+//! (dictionaries, enums, `[EnforceRange]`, buffer sources); this layer maps the converted arguments to the core and the core's
 //! [`Error`] to the matching JavaScript exception, in [`to_js`]. The JavaScript objects hold the
 //! handles defined here; the handles hold the core's reference-counted objects.
 //!
@@ -12,6 +12,7 @@
 mod builder;
 mod context;
 mod ops;
+mod weights;
 
 use js_sys::Promise;
 use wasm_bindgen::prelude::*;
@@ -22,6 +23,7 @@ use crate::runtime::{Context, ContextOptions, PowerPreference};
 
 pub use builder::{BuilderHandle, GraphHandle};
 pub use context::{ContextHandle, TensorHandle};
+pub use weights::WeightFileHandle;
 
 #[wasm_bindgen(module = "/js/webnn.js")]
 extern "C" {

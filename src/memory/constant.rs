@@ -1,41 +1,70 @@
 //! A constant's bytes and where they live. Graphs (and a constant `MLTensor`) share one
-//! [`SharedConstant`]; it stays on the GPU while any graph using it is resident, and its host
-//! copy makes every swap-in an upload, never a recompile. A constant streamed from a weight file
-//! has no host copy; until the disk tier can stream it again it stays on the GPU.
+//! [`SharedConstant`]; it stays on the GPU while any graph using it is resident. Its backing
+//! makes every swap-in a reload, never a recompile: a host copy is uploaded, and a constant
+//! streamed from a weight file (the `"disk"` tier) holds no host copy and is streamed again
+//! from its file.
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memory::HostBytes;
 use crate::runtime::{Context, DeviceBuffer};
+
+/// Streams a weight file's tensor (source, tensor info, WebNN type) into a GPU buffer again;
+/// resolves to the bytes read from the file.
+pub trait Restream {
+    fn restream<'a>(
+        &'a self,
+        context: &'a Context,
+        buffer: &'a wgpu::Buffer,
+    ) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>>;
+}
+
+/// Where a constant's bytes come back from when it is made resident again.
+enum Backing {
+    Host(HostBytes),
+    File(Rc<dyn Restream>),
+}
 
 pub struct SharedConstant {
     /// Size of the GPU buffer (the byte length rounded up to whole words).
     pub buffer_size: u64,
-    /// `None` for a constant streamed from a weight file.
-    host: Option<HostBytes>,
+    backing: Backing,
     device: RefCell<Option<Rc<DeviceBuffer>>>,
+    /// The device buffer is allocated but its bytes are still to be streamed from the file.
+    stale: Cell<bool>,
     resident_users: Cell<u32>,
 }
 
 impl SharedConstant {
     pub fn new(buffer_size: u64, host: HostBytes) -> SharedConstant {
-        SharedConstant { buffer_size, host: Some(host), device: RefCell::new(None), resident_users: Cell::new(0) }
+        SharedConstant::with(buffer_size, Backing::Host(host), None)
     }
 
-    /// A constant whose bytes were streamed into `buffer` from a weight file.
-    pub fn new_streamed(buffer_size: u64, buffer: DeviceBuffer) -> SharedConstant {
+    /// A constant whose bytes were streamed into `buffer` from a weight file; `file` streams
+    /// them again after the constant left the GPU.
+    pub fn new_streamed(buffer_size: u64, buffer: DeviceBuffer, file: Rc<dyn Restream>) -> SharedConstant {
+        SharedConstant::with(buffer_size, Backing::File(file), Some(Rc::new(buffer)))
+    }
+
+    fn with(buffer_size: u64, backing: Backing, device: Option<Rc<DeviceBuffer>>) -> SharedConstant {
         SharedConstant {
             buffer_size,
-            host: None,
-            device: RefCell::new(Some(Rc::new(buffer))),
+            backing,
+            device: RefCell::new(device),
+            stale: Cell::new(false),
             resident_users: Cell::new(0),
         }
     }
 
-    /// The device buffer, if resident.
+    /// The device buffer, if resident with its bytes in place.
     pub fn device(&self) -> Option<Rc<DeviceBuffer>> {
+        if self.stale.get() {
+            return None;
+        }
         self.device.borrow().clone()
     }
 
@@ -43,21 +72,59 @@ impl SharedConstant {
         self.device.borrow().is_some()
     }
 
-    pub fn host_bytes(&self) -> u64 {
-        self.host.as_ref().map_or(0, |h| h.len())
+    /// Whether the constant comes from a weight file (and can go to the `"disk"` tier).
+    pub fn is_file_backed(&self) -> bool {
+        matches!(self.backing, Backing::File(_))
     }
 
-    /// Uploads the host copy if not resident; returns the bytes uploaded.
+    /// Whether its device buffer still waits for [`stream`](Self::stream).
+    pub fn needs_stream(&self) -> bool {
+        self.stale.get()
+    }
+
+    pub fn host_bytes(&self) -> u64 {
+        match &self.backing {
+            Backing::Host(h) => h.len(),
+            Backing::File(_) => 0,
+        }
+    }
+
+    /// Allocates the device buffer if not resident and uploads the host copy; a file-backed
+    /// constant is left for [`stream`](Self::stream). Returns the bytes uploaded.
     pub fn make_resident(&self, context: &Context) -> Result<u64> {
         if self.is_resident() {
             return Ok(0);
         }
-        // A streamed constant is never released (see `release`), so it is always resident here.
-        let Some(host) = &self.host else { return Ok(0) };
         let buffer = context.create_buffer_unchecked(self.buffer_size, "constant");
-        host.upload(context.queue(), &buffer.buffer);
+        let uploaded = match &self.backing {
+            Backing::Host(host) => {
+                host.upload(context.queue(), &buffer.buffer);
+                host.len()
+            }
+            Backing::File(_) => {
+                self.stale.set(true);
+                0
+            }
+        };
         *self.device.borrow_mut() = Some(Rc::new(buffer));
-        Ok(host.len())
+        Ok(uploaded)
+    }
+
+    /// Streams a file-backed constant's bytes into its new device buffer; returns the bytes
+    /// read from the file (0 when nothing was pending).
+    pub async fn stream(&self, context: &Context) -> Result<u64> {
+        let (Backing::File(file), true) = (&self.backing, self.stale.get()) else { return Ok(0) };
+        // Held across the await: an eviction meanwhile drops only the constant's reference.
+        let buffer = self
+            .device
+            .borrow()
+            .clone()
+            .ok_or_else(|| Error::InvalidState("the constant left the GPU before it was streamed".into()))?;
+        let read = file.restream(context, &buffer.buffer).await?;
+        if self.device.borrow().as_ref().is_some_and(|b| Rc::ptr_eq(b, &buffer)) {
+            self.stale.set(false);
+        }
+        Ok(read)
     }
 
     /// A graph using this constant became resident.
@@ -71,8 +138,9 @@ impl SharedConstant {
     pub fn release(&self) {
         let users = self.resident_users.get().saturating_sub(1);
         self.resident_users.set(users);
-        if users == 0 && self.host.is_some() {
+        if users == 0 {
             self.device.borrow_mut().take();
+            self.stale.set(false);
         }
     }
 

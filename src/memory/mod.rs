@@ -8,7 +8,7 @@ pub mod host;
 pub mod pool;
 
 pub use budget::{MemoryInfo, MemoryState};
-pub use constant::SharedConstant;
+pub use constant::{Restream, SharedConstant};
 pub use host::HostBytes;
 pub use pool::IntermediatePool;
 

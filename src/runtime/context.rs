@@ -1,7 +1,10 @@
 //! `MLContext`'s core: the wgpu device with the adapter's real limits and features, its buffer
 //! registry and pipeline cache, tensors, reads and writes, dispatch, and loss.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
@@ -50,8 +53,27 @@ pub(crate) struct ContextInner {
     pub pipelines: PipelineCache,
     pub memory: MemoryState,
     lost: Signal,
+    deferred: Deferred,
     last_uncaptured_error: Arc<Mutex<Option<String>>>,
     next_tensor_id: Cell<u64>,
+}
+
+/// Queue work waiting behind a stream from a weight file, run in call order.
+pub(crate) enum DeferredOp {
+    Await(Pin<Box<dyn Future<Output = Result<()>>>>),
+    Run(Box<dyn FnOnce() -> Result<()>>),
+}
+
+/// Work deferred behind a re-stream: a dispatch of a graph whose constants come back from the
+/// `"disk"` tier is recorded once they are streamed, and the writes and dispatches after it
+/// wait in the same order; reads wait until it is all done.
+#[derive(Default)]
+struct Deferred {
+    ops: RefCell<VecDeque<DeferredOp>>,
+    busy: Cell<bool>,
+    idle: RefCell<Vec<oneshot::Sender<()>>>,
+    /// The first failure of deferred work, reported by the next `readTensor`.
+    error: RefCell<Option<Error>>,
 }
 
 /// A handle to a context; clones share it.
@@ -135,6 +157,7 @@ impl Context {
                 pipelines: PipelineCache::default(),
                 memory,
                 lost,
+                deferred: Deferred::default(),
                 last_uncaptured_error,
                 next_tensor_id: Cell::new(1),
             }),
@@ -220,6 +243,29 @@ impl Context {
             };
             victim.evict();
             memory.pool.trim(&memory.resident_slot_needs());
+        }
+    }
+
+    /// Whether queue work is waiting behind a stream (always `false` natively after a call).
+    pub(crate) fn is_deferring(&self) -> bool {
+        self.inner.deferred.busy.get()
+    }
+
+    /// Queues `op` behind the deferred work, starting it if idle.
+    pub(crate) fn defer(&self, op: DeferredOp) {
+        let deferred = &self.inner.deferred;
+        deferred.ops.borrow_mut().push_back(op);
+        if !deferred.busy.replace(true) {
+            spawn(drive(self.clone()));
+        }
+    }
+
+    /// Resolves once no work is deferred.
+    pub(crate) async fn settled(&self) {
+        if self.is_deferring() {
+            let (sender, receiver) = oneshot::channel();
+            self.inner.deferred.idle.borrow_mut().push(sender);
+            receiver.await;
         }
     }
 
@@ -369,7 +415,15 @@ impl Context {
             return Ok(());
         }
         if let Some(buffer) = tensor.buffer() {
-            crate::memory::host::write_padded(&self.inner.queue, &buffer.buffer, 0, bytes);
+            if self.is_deferring() {
+                let (context, bytes) = (self.clone(), bytes.to_vec());
+                self.defer(DeferredOp::Run(Box::new(move || {
+                    crate::memory::host::write_padded(&context.inner.queue, &buffer.buffer, 0, &bytes);
+                    Ok(())
+                })));
+            } else {
+                crate::memory::host::write_padded(&self.inner.queue, &buffer.buffer, 0, bytes);
+            }
         }
         Ok(())
     }
@@ -389,6 +443,10 @@ impl Context {
     /// `readTensor(tensor)`: the tensor's bytes once every queued operation writing it is done.
     pub async fn read_tensor(&self, tensor: &Tensor) -> Result<Vec<u8>> {
         self.check_read(tensor, None)?;
+        self.settled().await;
+        if let Some(e) = self.inner.deferred.error.borrow_mut().take() {
+            return Err(e);
+        }
         self.check_not_lost()?;
         let buffer = tensor.buffer().ok_or_else(|| Error::InvalidState("the MLTensor is destroyed".into()))?;
         let byte_length = tensor.descriptor().byte_length() as usize;
@@ -433,6 +491,7 @@ impl Context {
     /// Waits until the GPU has finished all submitted work (native); on the web, a read
     /// round-trip gives the same guarantee.
     pub async fn flush(&self) -> Result<()> {
+        self.settled().await;
         let probe = self.create_buffer_unchecked(4, "flush");
         self.read_buffer(&probe.buffer, 4).await.map(|_| ())
     }
@@ -447,4 +506,34 @@ pub fn check_byte_length(descriptor: &OperandDescriptor, len: usize) -> Result<(
         )));
     }
     Ok(())
+}
+
+/// Runs the deferred work in order until none is left, then wakes what waits for it.
+async fn drive(context: Context) {
+    let deferred = &context.inner.deferred;
+    loop {
+        let op = deferred.ops.borrow_mut().pop_front();
+        let result = match op {
+            None => break,
+            Some(DeferredOp::Await(future)) => future.await,
+            Some(DeferredOp::Run(f)) => f(),
+        };
+        if let Err(e) = result {
+            deferred.error.borrow_mut().get_or_insert(e);
+        }
+    }
+    deferred.busy.set(false);
+    let waiting = std::mem::take(&mut *deferred.idle.borrow_mut());
+    waiting.into_iter().for_each(|w| w.send(()));
+}
+
+/// Native sources complete at once, so deferred work runs to the end inside the call.
+#[cfg(not(target_arch = "wasm32"))]
+fn spawn(future: impl Future<Output = ()> + 'static) {
+    pollster::block_on(future);
+}
+
+#[cfg(target_arch = "wasm32")]
+fn spawn(future: impl Future<Output = ()> + 'static) {
+    wasm_bindgen_futures::spawn_local(future);
 }

@@ -3,7 +3,8 @@
 //! slot is reused once its last reader has run) and records an execution plan; `dispatch()`
 //! replays the plan into one command buffer, building bind groups only when the bound buffers
 //! change. `swap_out()`/`swap_in()` release and restore the graph's device memory without
-//! recompiling; the memory budget evicts least recently dispatched graphs.
+//! recompiling (uploading host copies, or streaming file-backed constants from their files);
+//! the memory budget evicts least recently dispatched graphs.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use crate::memory::{Residency, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::ops::{self, BufRef, LowerContext, Lowering};
 use crate::runtime::buffer::DeviceBuffer;
-use crate::runtime::context::Context;
+use crate::runtime::context::{Context, DeferredOp};
 use crate::runtime::pipeline::Pipeline;
 use crate::runtime::tensor::Tensor;
 
@@ -354,7 +355,8 @@ impl Graph {
         self.inner.residency.get()
     }
 
-    /// Makes the graph resident, evicting others under the budget: uploads only, no compile.
+    /// Makes the graph resident, evicting others under the budget: allocates and uploads host
+    /// copies, no compile. File-backed constants are left for [`stream_constants`](Self::stream_constants).
     fn swap_in_now(&self) -> Result<()> {
         let inner = &self.inner;
         let context = &inner.context;
@@ -379,10 +381,31 @@ impl Graph {
         Ok(())
     }
 
-    /// `swapIn()`: makes the constants resident again (a no-op when resident).
-    pub fn swap_in(&self) -> Result<()> {
+    /// Whether file-backed constants wait to be streamed from their files.
+    fn needs_stream(&self) -> bool {
+        self.inner.constants.iter().any(|c| c.needs_stream())
+    }
+
+    /// Streams the file-backed constants that [`swap_in_now`](Self::swap_in_now) allocated.
+    async fn stream_constants(&self) -> Result<()> {
+        for constant in &self.inner.constants {
+            constant.stream(&self.inner.context).await?;
+        }
+        Ok(())
+    }
+
+    /// `swapIn()`: makes the constants resident again, uploading host copies and streaming
+    /// file-backed constants from their files (a no-op when resident).
+    pub async fn swap_in(&self) -> Result<()> {
         self.check_usable()?;
-        self.swap_in_now()
+        self.inner.context.settled().await;
+        self.swap_in_now()?;
+        self.stream_constants().await
+    }
+
+    /// Whether every constant comes from a weight file, so the graph can go to the `"disk"` tier.
+    fn file_backed(&self) -> bool {
+        self.inner.file_backed()
     }
 
     /// `swapOut({to})`: releases the graph's GPU memory once the work already queued on it is
@@ -392,11 +415,12 @@ impl Graph {
         if to == Residency::Device {
             return Err(Error::Type("swapOut() goes to \"host\" or \"disk\"".into()));
         }
-        if to == Residency::Disk {
+        if to == Residency::Disk && !self.file_backed() {
             return Err(Error::Type(
                 "swapOut({to: \"disk\"}) needs every constant to come from a weight file; this graph's constants do not".into(),
             ));
         }
+        self.inner.context.settled().await;
         self.inner.evict();
         let memory = &self.inner.context.inner.memory;
         memory.pool.trim(&memory.resident_slot_needs());
@@ -435,6 +459,12 @@ impl Graph {
     }
 }
 
+impl GraphInner {
+    fn file_backed(&self) -> bool {
+        !self.constants.is_empty() && self.constants.iter().all(|c| c.is_file_backed())
+    }
+}
+
 impl Evictable for GraphInner {
     fn id(&self) -> u64 {
         self.id
@@ -448,6 +478,8 @@ impl Evictable for GraphInner {
         self.last_used.get()
     }
 
+    /// To `"disk"` when every constant can be streamed again from its file (they hold no host
+    /// copy), else to `"host"`; file-backed constants of a mixed graph leave the GPU too.
     fn evict(&self) {
         if self.residency.get() != Residency::Device {
             return;
@@ -456,7 +488,7 @@ impl Evictable for GraphInner {
             constant.release();
         }
         self.bind_cache.borrow_mut().take();
-        self.residency.set(Residency::Host);
+        self.residency.set(if self.file_backed() { Residency::Disk } else { Residency::Host });
         let memory = &self.context.inner.memory;
         memory.swap_outs.set(memory.swap_outs.get() + 1);
     }
@@ -524,7 +556,18 @@ impl Context {
         }
         graph.swap_in_now()?;
         graph.inner.last_used.set(self.inner.memory.tick());
-        graph.record(&input_buffers, &output_buffers)
+        if !graph.needs_stream() && !self.is_deferring() {
+            return graph.record(&input_buffers, &output_buffers);
+        }
+        // Constants back from the "disk" tier are streamed first; the recording, and every
+        // queue operation after it, waits for them (at once natively, where reads complete).
+        if graph.needs_stream() {
+            let g = graph.clone();
+            self.defer(DeferredOp::Await(Box::pin(async move { g.stream_constants().await })));
+        }
+        let g = graph.clone();
+        self.defer(DeferredOp::Run(Box::new(move || g.record(&input_buffers, &output_buffers))));
+        Ok(())
     }
 }
 

@@ -3,8 +3,8 @@
 //! to a GPU buffer in chunks, converting types WebNN lacks on the way, so peak host memory is a
 //! few chunks whatever the tensor or file size.
 //!
-//! - [`source`]: the random-access byte source (native file, in-memory bytes; the browser's
-//!   `Blob` implements the same trait).
+//! - [`source`]: the random-access byte source (native file, in-memory bytes, the browser's
+//!   `Blob`).
 //! - [`safetensors`], [`gguf`]: header readers that validate everything before any allocation
 //!   sized by the file and never touch tensor data.
 //! - [`stream`]: per-chunk conversion and the upload to the GPU.
@@ -18,6 +18,8 @@ pub mod source;
 pub mod stream;
 
 pub use source::{BytesSource, FileSource, Source};
+#[cfg(target_arch = "wasm32")]
+pub use source::BlobSource;
 pub use stream::{LoadOptions, StreamStats};
 
 use crate::error::{Error, Result};

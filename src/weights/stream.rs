@@ -2,16 +2,22 @@
 //! elements (whole blocks for quantized types), each chunk is converted to the WebNN type and
 //! written with `queue.write_buffer` at its offset. Two reusable host buffers (the chunk read
 //! and its conversion) are all the host memory the loader holds, and after every few chunks the
-//! loader waits for the queue so the driver's staging copies stay bounded too.
+//! loader waits for the queue so the driver's staging copies stay bounded too. In the browser,
+//! chunks that need no conversion go from the `Blob`'s `ArrayBuffer` straight to
+//! `GPUQueue.writeBuffer`, never through wasm memory.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
 use half::f16;
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen::JsCast;
 
 use crate::error::{Error, Result};
 use crate::graph::{DataType, OperandDescriptor};
 use crate::memory::host::write_padded;
-use crate::memory::SharedConstant;
+use crate::memory::{Restream, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::runtime::{Context, Tensor, TensorDescriptor};
 use crate::weights::{Source, StoredType, TensorInfo, WeightFile};
@@ -92,11 +98,12 @@ impl WeightFile {
 
     /// `MLWeightFile.constantTensor(name)`: a constant tensor whose bytes are streamed from
     /// `source` (the file this header was read from) to the GPU; `progress(loaded, total)` is
-    /// called after each chunk with bytes of the file.
-    pub async fn constant_tensor<S: Source>(
+    /// called after each chunk with bytes of the file. The constant keeps `source` to stream
+    /// its bytes again after it left the GPU (the `"disk"` tier).
+    pub async fn constant_tensor<S: Source + 'static>(
         &self,
         context: &Context,
-        source: &S,
+        source: &Rc<S>,
         name: &str,
         options: &LoadOptions,
         progress: &mut dyn FnMut(u64, u64),
@@ -110,12 +117,44 @@ impl WeightFile {
         context.make_room(0, &|| size)?;
         let buffer = context.create_buffer(size, "weight").await?;
         let stats =
-            stream_tensor(context, source, info, descriptor.data_type, &buffer.buffer, options, progress).await?;
+            stream_tensor(context, &**source, info, descriptor.data_type, &buffer.buffer, options, progress).await?;
         let memory = &context.inner.memory;
         memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
-        let constant = Rc::new(SharedConstant::new_streamed(size, buffer));
+        let file = FileTensor {
+            source: source.clone(),
+            info: info.clone(),
+            target: descriptor.data_type,
+            options: options.clone(),
+        };
+        let constant = Rc::new(SharedConstant::new_streamed(size, buffer, Rc::new(file)));
         let descriptor = TensorDescriptor { operand: descriptor, readable: false, writable: false };
         Ok((Tensor::new_constant(context, descriptor, constant), stats))
+    }
+}
+
+/// What a file-backed constant needs to stream its bytes again: the source, the tensor's
+/// header entry and the WebNN type it was converted to.
+struct FileTensor<S> {
+    source: Rc<S>,
+    info: TensorInfo,
+    target: DataType,
+    options: LoadOptions,
+}
+
+impl<S: Source + 'static> Restream for FileTensor<S> {
+    fn restream<'a>(
+        &'a self,
+        context: &'a Context,
+        buffer: &'a wgpu::Buffer,
+    ) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>> {
+        Box::pin(async move {
+            let stats =
+                stream_tensor(context, &*self.source, &self.info, self.target, buffer, &self.options, &mut |_, _| {})
+                    .await?;
+            let memory = &context.inner.memory;
+            memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
+            Ok(stats.bytes_read)
+        })
     }
 }
 
@@ -147,45 +186,78 @@ pub async fn stream_tensor<S: Source>(
     let end = info.offset.checked_add(total).filter(|&e| e <= source.len()).ok_or_else(|| {
         Error::Data(format!("{file}: tensor '{}': its bytes go past the end of the file (truncated?)", info.name))
     })?;
+    let in_tensor = |e: Error| Error::Data(format!("{file}: tensor '{}': {}", info.name, e.message()));
+    let lost = || {
+        Error::InvalidState(format!("{file}: tensor '{}': the context was lost while streaming", info.name))
+    };
+    // Bytes that need no conversion go from the source to the queue as they are.
+    let verbatim = matches!(
+        stored,
+        StoredType::F32 | StoredType::F16 | StoredType::I32 | StoredType::U32 | StoredType::I8 | StoredType::U8
+    ) && stored.webnn_type(target) == target;
 
-    let mut read = vec![0u8; chunk_bytes.min(total) as usize];
-    let mut converted: Vec<u8> =
-        Vec::with_capacity((chunk_bytes.min(total) / block_bytes * block_elements * out_size) as usize);
+    let mut read: Vec<u8> = Vec::new();
+    let mut converted: Vec<u8> = Vec::new();
     let mut stats = StreamStats::default();
     let mut position = info.offset;
     let mut in_flight = 0u32;
     while position < end {
         let n = (end - position).min(chunk_bytes) as usize;
-        let chunk = &mut read[..n];
-        source
-            .read_at(position, chunk)
-            .await
-            .map_err(|e| Error::Data(format!("{file}: tensor '{}': {}", info.name, e.message())))?;
         let first_element = (position - info.offset) / block_bytes * block_elements;
-        convert_chunk(file, &info.name, stored, target, first_element, chunk, &mut converted)?;
+        let written = match verbatim {
+            true => source.write_to(position, n, context.queue(), buffer, first_element * out_size).await.map_err(in_tensor)?,
+            false => None,
+        };
+        let written = match written {
+            Some(bytes) => bytes,
+            None => {
+                if read.len() < n {
+                    read = vec![0u8; n];
+                    converted.reserve((n as u64 / block_bytes * block_elements * out_size) as usize);
+                }
+                let chunk = &mut read[..n];
+                source.read_at(position, chunk).await.map_err(in_tensor)?;
+                convert_chunk(file, &info.name, stored, target, first_element, chunk, &mut converted)?;
+                if context.is_lost() {
+                    return Err(lost());
+                }
+                write_padded(context.queue(), buffer, first_element * out_size, &converted);
+                converted.len() as u64
+            }
+        };
         if context.is_lost() {
-            return Err(Error::InvalidState(format!(
-                "{file}: tensor '{}': the context was lost while streaming",
-                info.name
-            )));
+            return Err(lost());
         }
-        write_padded(context.queue(), buffer, first_element * out_size, &converted);
         stats.chunks += 1;
         stats.bytes_read += n as u64;
-        stats.bytes_written += converted.len() as u64;
+        stats.bytes_written += written;
         stats.peak_host_bytes = stats.peak_host_bytes.max((read.capacity() + converted.capacity()) as u64);
         position += n as u64;
         in_flight += 1;
         if in_flight >= options.max_chunks_in_flight.max(1) || position == end {
-            // The queue holds the staged chunks until a submit; wait for it so they are freed
-            // (natively; in the browser writeBuffer's staging is the browser's).
-            let index = context.queue().submit([]);
-            let _ = context.device().poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None });
+            settle_writes(context).await;
             in_flight = 0;
         }
         progress(position - info.offset, total);
     }
     Ok(stats)
+}
+
+/// Waits until the queued chunk writes reached the GPU, so their staging copies are freed.
+#[cfg(not(target_arch = "wasm32"))]
+async fn settle_writes(context: &Context) {
+    let index = context.queue().submit([]);
+    let _ = context.device().poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None });
+}
+
+/// In the browser the staging copies of `writeBuffer` are the browser's: awaiting
+/// `onSubmittedWorkDone()` bounds how many are alive.
+#[cfg(target_arch = "wasm32")]
+async fn settle_writes(context: &Context) {
+    if let Some(queue) = context.queue().as_webgpu() {
+        let promise: js_sys::Promise = queue.on_submitted_work_done().unchecked_into();
+        let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+    }
 }
 
 /// Converts whole elements (whole blocks) of `stored` to `target`'s little-endian bytes in

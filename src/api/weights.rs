@@ -1,0 +1,91 @@
+//! `MLWeightFile` handles: `context.openWeights(blob)` reads a weight file's header from a
+//! `Blob` (a `File`, or a `FileSystemFileHandle`'s file) and `constantTensor(name)` streams one
+//! tensor to the GPU as a constant `MLTensor` that can go to the `"disk"` tier.
+
+use std::rc::Rc;
+
+use js_sys::{Array, Function, Promise};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+use crate::api::context::{object, register, Tensors};
+use crate::api::{to_js, JsResult};
+use crate::graph::DataType;
+use crate::runtime::Context;
+use crate::weights::{BlobSource, LoadOptions, WeightFile};
+
+/// `context.openWeights(source, options)` after conversion: `name` names the file in errors,
+/// `float_type` is `"float32"`, `"float16"` or `undefined`.
+pub(crate) fn open_weights(
+    context: Context,
+    tensors: Tensors,
+    blob: web_sys::Blob,
+    name: String,
+    float_type: Option<String>,
+) -> JsResult<Promise> {
+    let float_type = float_type.map(|t| DataType::from_name(&t)).transpose().map_err(to_js)?;
+    let options = LoadOptions { float_type, ..LoadOptions::default() };
+    Ok(future_to_promise(async move {
+        if let Some(message) = context.lost_message() {
+            return Err(to_js(crate::error::Error::InvalidState(message)));
+        }
+        let source = Rc::new(BlobSource::new(name, blob));
+        let file = WeightFile::open(&*source).await.map_err(to_js)?;
+        Ok(WeightFileHandle { file: Rc::new(file), source, context, tensors, options }.into())
+    }))
+}
+
+#[wasm_bindgen]
+pub struct WeightFileHandle {
+    file: Rc<WeightFile>,
+    source: Rc<BlobSource>,
+    context: Context,
+    tensors: Tensors,
+    options: LoadOptions,
+}
+
+#[wasm_bindgen]
+impl WeightFileHandle {
+    /// `[{name, dataType, shape, byteLength, storedType, fileByteLength}]`: the constant each
+    /// tensor becomes (`dataType` is the file's type name where no WebNN type converts it;
+    /// `constantTensor()` then rejects) and its bytes in the file.
+    pub fn tensors(&self) -> Array {
+        self.file
+            .tensors
+            .iter()
+            .map(|info| {
+                let shape: Array = info.shape.iter().map(|&d| JsValue::from(d as f64)).collect();
+                let (data_type, byte_length) = match self.file.descriptor(&self.context, info, &self.options) {
+                    Ok(d) => (JsValue::from_str(d.data_type.name()), JsValue::from(d.byte_length() as f64)),
+                    Err(_) => (JsValue::from_str(&info.type_name), JsValue::NULL),
+                };
+                object(&[
+                    ("name", JsValue::from_str(&info.name)),
+                    ("dataType", data_type),
+                    ("shape", shape.into()),
+                    ("byteLength", byte_length),
+                    ("storedType", JsValue::from_str(&info.type_name)),
+                    ("fileByteLength", JsValue::from(info.byte_length as f64)),
+                ])
+            })
+            .collect()
+    }
+
+    /// Streams tensor `name` to a constant tensor; `on_progress(loaded, total)` after each chunk.
+    #[wasm_bindgen(js_name = constantTensor)]
+    pub fn constant_tensor(&self, name: String, on_progress: Option<Function>) -> Promise {
+        let (file, source, context) = (self.file.clone(), self.source.clone(), self.context.clone());
+        let (tensors, options) = (self.tensors.clone(), self.options.clone());
+        future_to_promise(async move {
+            let mut progress = |loaded: u64, total: u64| {
+                if let Some(f) = &on_progress {
+                    // A throwing callback does not stop the stream.
+                    let _ = f.call2(&JsValue::UNDEFINED, &(loaded as f64).into(), &(total as f64).into());
+                }
+            };
+            let (tensor, _) =
+                file.constant_tensor(&context, &source, &name, &options, &mut progress).await.map_err(to_js)?;
+            Ok(register(&tensors, tensor).into())
+        })
+    }
+}

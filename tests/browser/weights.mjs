@@ -1,0 +1,123 @@
+// Weight files in headless Chromium: a safetensors file written to OPFS is opened from its
+// FileSystemFileHandle (and as a File and a Blob), its tensors stream into constants of a graph
+// whose results are checked exactly; a corrupt file rejects with a DataError naming the file and
+// the page keeps working; swapOut({to: 'disk'}) then dispatch gives identical results.
+import { start, openPage } from './browser.mjs';
+
+const { browser, url, close } = await start();
+let failed = 0;
+try {
+  const page = await openPage(browser, `${url}/tests/browser/harness.html`, 'weights');
+  await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
+  await page.evaluate(() => window.harness.ready);
+  const results = await page.evaluate(async () => {
+    const out = [];
+    const check = (ok, name, detail = '') => out.push({ ok: !!ok, name, detail });
+    // safetensors: 8-byte little-endian header length, JSON header, data.
+    const safetensors = (tensors) => {
+      let offset = 0;
+      const header = {};
+      for (const [name, dtype, shape, bytes] of tensors) {
+        header[name] = { dtype, shape, data_offsets: [offset, offset + bytes.byteLength] };
+        offset += bytes.byteLength;
+      }
+      const json = new TextEncoder().encode(JSON.stringify(header));
+      const file = new Uint8Array(8 + json.length + offset);
+      new DataView(file.buffer).setBigUint64(0, BigInt(json.length), true);
+      file.set(json, 8);
+      let at = 8 + json.length;
+      for (const [, , , bytes] of tensors) {
+        file.set(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), at);
+        at += bytes.byteLength;
+      }
+      return file;
+    };
+    const w = new Float32Array(1000).map((_, i) => Math.sin(i) * 100);
+    // bfloat16 bits of -2.5 .. (bf16 is converted to float32 while streaming).
+    const bf = new Float32Array(1000).map((_, i) => (i % 7) - 2.5);
+    const bfBits = new Uint16Array(1000).map((_, i) => new Uint32Array(bf.buffer)[i] >>> 16);
+    const bytes = safetensors([['w', 'F32', [1000], w], ['b', 'BF16', [1000], bfBits]]);
+    const root = await navigator.storage.getDirectory();
+    const handle = await root.getFileHandle('small.safetensors', { create: true });
+    const writable = await handle.createWritable();
+    await writable.write(bytes);
+    await writable.close();
+
+    const context = await navigator.ml.createContext();
+    const run = async (file) => {
+      check(file instanceof MLWeightFile, 'openWeights resolves to an MLWeightFile');
+      const names = file.tensors.map((t) => `${t.name}:${t.dataType}[${t.shape}]:${t.byteLength}`).sort().join(' ');
+      check(names === 'b:float32[1000]:4000 w:float32[1000]:4000', 'tensors', names);
+      const builder = new MLGraphBuilder(context);
+      const desc = { dataType: 'float32', shape: [1000] };
+      const x = builder.input('x', desc);
+      const wt = await file.constantTensor('w');
+      const bt = await file.constantTensor('b');
+      check(wt.constant && wt.dataType === 'float32', 'constant tensor');
+      const graph = await builder.build({ y: builder.add(builder.mul(x, builder.constant(wt)), builder.constant(bt)) });
+      const xs = new Float32Array(1000).map((_, i) => i / 8);
+      const xt = await context.createTensor({ ...desc, writable: true });
+      const yt = await context.createTensor({ ...desc, readable: true });
+      context.writeTensor(xt, xs);
+      const want = new Float32Array(1000).map((_, i) => Math.fround(xs[i] * w[i]) + bf[i]);
+      const dispatch = async () => {
+        context.dispatch(graph, { x: xt }, { y: yt });
+        return new Float32Array(await context.readTensor(yt));
+      };
+      const got = await dispatch();
+      check(got.every((v, i) => Object.is(v, Math.fround(want[i]))), 'exact values');
+      const before = context.memoryInfo();
+      await graph.swapOut({ to: 'disk' });
+      const after = context.memoryInfo();
+      check(graph.residency === 'disk' && graph.deviceBytes === 0 && graph.hostBytes === 0, 'disk tier',
+        `${graph.residency} ${graph.deviceBytes} ${graph.hostBytes}`);
+      check(after.deviceBytes <= before.deviceBytes - 8000, 'device bytes freed', `${before.deviceBytes} -> ${after.deviceBytes}`);
+      const again = await dispatch();
+      check(again.every((v, i) => Object.is(v, got[i])), 'identical after a disk round trip');
+      check(context.memoryInfo().bytesStreamedFromDisk === after.bytesStreamedFromDisk + 6000, 'bytes streamed again',
+        `${after.bytesStreamedFromDisk} -> ${context.memoryInfo().bytesStreamedFromDisk}`);
+      await graph.swapOut({ to: 'disk' });
+      await graph.swapIn();
+      check(graph.residency === 'device', 'swapIn streams back');
+      const third = await dispatch();
+      check(third.every((v, i) => Object.is(v, got[i])), 'identical after swapIn');
+    };
+    const progress = [];
+    await run(await context.openWeights(handle, { onProgress: (a, b) => progress.push([a, b]) }));
+    check(progress.length > 0 && progress.at(-1)[0] === progress.at(-1)[1], 'onProgress reaches the total');
+    await run(await context.openWeights(await handle.getFile()));
+    await run(await context.openWeights(new Blob([bytes])));
+
+    // A corrupt file: the header claims more bytes than the file has.
+    const bad = bytes.slice(0, bytes.length - 100);
+    const badFile = new File([bad], 'corrupt.safetensors');
+    let error;
+    try {
+      const file = await context.openWeights(badFile);
+      await file.constantTensor('b');
+    } catch (e) {
+      error = e;
+    }
+    check(error instanceof DOMException && error.name === 'DataError' && /corrupt\.safetensors/.test(error.message),
+      'a corrupt file rejects with a DataError naming it', error && `${error.name}: ${error.message}`);
+    try {
+      await context.openWeights('not a file');
+    } catch (e) {
+      error = e;
+    }
+    check(error instanceof TypeError, 'a string source is a TypeError');
+    await run(await context.openWeights(handle));
+    return out;
+  });
+  for (const r of results) {
+    if (!r.ok) failed++;
+    console.log(`${r.ok ? 'ok  ' : 'FAIL'} ${r.name}${r.detail ? `: ${r.detail}` : ''}`);
+  }
+  console.log(`weights: ${results.length - failed} passed, ${failed} failed`);
+} catch (e) {
+  failed++;
+  console.log(`FAIL harness: ${e.message.split('\n')[0]}`);
+} finally {
+  await close();
+}
+process.exit(failed === 0 ? 0 : 1);
