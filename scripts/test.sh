@@ -7,6 +7,7 @@
 #   conformance  the WPT cases through navigator.ml in headless Chromium
 #   invalid_use  invalid API calls and their exact spec errors
 #   demo         the webpack bundle of www/ and the demo page, screenshot in out/demo.png
+#   weights      weight files from OPFS, File and Blob through openWeights, and the disk tier
 #   moe_reference  the MoE demo's model code against reference.json in Node (no GPU)
 #   moe          the MoE demo page: 64 greedy tokens per reference prompt under a 25% expert
 #                budget, checked against reference.json; screenshot in out/moe.png
@@ -61,6 +62,7 @@ stage web web_tests
 stage conformance node tests/browser/conformance.mjs
 stage invalid_use node tests/browser/invalid_use.mjs
 stage demo demo
+stage weights node tests/browser/weights.mjs
 stage moe_reference node tests/browser/moe_reference.mjs
 stage moe node tests/browser/moe.mjs --mode lru --budget 0.25 --tokens 64
 
