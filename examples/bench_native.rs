@@ -63,7 +63,7 @@ fn memory(ctx: &Context) {
             pollster::block_on(graph.swap_out(Residency::Host)).unwrap();
             swap_out.push(t.elapsed().as_secs_f64());
             let t = Instant::now();
-            graph.swap_in().unwrap();
+            pollster::block_on(graph.swap_in()).unwrap();
             pollster::block_on(ctx.flush()).unwrap();
             swap_in.push(t.elapsed().as_secs_f64());
         }

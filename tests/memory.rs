@@ -114,8 +114,8 @@ fn swaps_keep_results_bit_identical_and_release_device_memory() {
     assert_eq!(ctx.memory_info().device_bytes, resident);
 
     block_on(f.graph.swap_out(Residency::Host)).unwrap();
-    f.graph.swap_in().unwrap();
-    f.graph.swap_in().unwrap();
+    block_on(f.graph.swap_in()).unwrap();
+    block_on(f.graph.swap_in()).unwrap();
     assert_eq!(ctx.memory_info().device_bytes, resident);
     assert_eq!(run(&ctx, &f), first);
     let info = ctx.memory_info();
@@ -131,7 +131,7 @@ fn a_thousand_swap_cycles_leave_memory_where_it_started() {
     let start = ctx.memory_info();
     for i in 0..1000 {
         block_on(f.graph.swap_out(Residency::Host)).unwrap();
-        f.graph.swap_in().unwrap();
+        block_on(f.graph.swap_in()).unwrap();
         if i % 250 == 0 {
             assert_eq!(run(&ctx, &f), first);
         }
@@ -248,7 +248,7 @@ fn budget_evicts_least_recently_used_and_is_never_exceeded() {
         let k = rng.below(8) as usize;
         match rng.below(4) {
             0 => block_on(graphs[k].graph.swap_out(Residency::Host)).unwrap(),
-            1 => graphs[k].graph.swap_in().unwrap(),
+            1 => block_on(graphs[k].graph.swap_in()).unwrap(),
             _ => assert_eq!(run(&ctx, &graphs[k]), expected[k], "step {step}"),
         }
         let info = ctx.memory_info();
@@ -328,7 +328,7 @@ fn swaps_after_destroy_or_loss_are_invalid_state() {
     let ctx = context();
     let f = fixture(&ctx, 64, 7).unwrap();
     f.graph.destroy();
-    assert!(matches!(f.graph.swap_in(), Err(Error::InvalidState(_))));
+    assert!(matches!(block_on(f.graph.swap_in()), Err(Error::InvalidState(_))));
     assert!(matches!(
         block_on(f.graph.swap_out(Residency::Host)),
         Err(Error::InvalidState(_))
@@ -338,7 +338,7 @@ fn swaps_after_destroy_or_loss_are_invalid_state() {
     ctx.destroy();
     // The swap started before the loss either completed or reports the loss; nothing panics.
     let _ = block_on(pending);
-    assert!(matches!(g.graph.swap_in(), Err(Error::InvalidState(_))));
+    assert!(matches!(block_on(g.graph.swap_in()), Err(Error::InvalidState(_))));
     assert!(matches!(
         block_on(g.graph.swap_out(Residency::Host)),
         Err(Error::InvalidState(_))
