@@ -304,18 +304,75 @@ fn check_bias(inputs: &[&OperandDescriptor], has_bias: bool, output_channels: u3
     Ok(())
 }
 
+/// padding, strides, dilations and groups: the options both convolutions check first.
+struct Window {
+    padding: [u32; 4],
+    strides: [u32; 2],
+    dilations: [u32; 2],
+}
+
+fn window(padding: &Option<Vec<u32>>, strides: &Option<Vec<u32>>, dilations: &Option<Vec<u32>>) -> Result<Window> {
+    let padding = list_or("padding", padding, &[0, 0, 0, 0])?;
+    Ok(Window {
+        padding: [padding[0], padding[1], padding[2], padding[3]],
+        strides: positive_pair("strides", strides, [1, 1])?,
+        dilations: positive_pair("dilations", dilations, [1, 1])?,
+    })
+}
+
+fn check_groups(groups: u32) -> Result<()> {
+    if groups == 0 {
+        return Err(Error::Type("groups must not be 0".into()));
+    }
+    Ok(())
+}
+
+impl ConvGeometry {
+    /// The geometry of validated operands: `filter_order` names the filter's logical axes.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        transpose: bool,
+        input: &OperandDescriptor,
+        filter: &OperandDescriptor,
+        (input_layout, filter_layout, filter_order): (InputLayout, &str, &str),
+        window: Window,
+        groups: u32,
+        output_channels: u32,
+        output_size: [u32; 2],
+    ) -> ConvGeometry {
+        let layout = input_layout.name();
+        let [batches, input_channels, input_height, input_width] = logical_dims(&input.shape, layout, "nchw");
+        let filter_dims = logical_dims(&filter.shape, filter_layout, filter_order);
+        let mut geometry = ConvGeometry {
+            transpose,
+            batches,
+            input_channels,
+            input_size: [input_height, input_width],
+            output_channels,
+            output_size,
+            filter_size: [filter_dims[2], filter_dims[3]],
+            padding: window.padding,
+            strides: window.strides,
+            dilations: window.dilations,
+            groups,
+            input_layout,
+            input_strides: logical_strides(&input.shape, layout, "nchw"),
+            output_strides: [0; 4],
+            filter_strides: logical_strides(&filter.shape, filter_layout, filter_order),
+        };
+        geometry.output_strides = logical_strides(&geometry.output_shape(), layout, "nchw");
+        geometry
+    }
+}
+
 /// Runs conv2d's validation steps and resolves its geometry.
 pub fn conv2d_geometry(o: &Conv2dOptions, inputs: &[&OperandDescriptor]) -> Result<ConvGeometry> {
     check_operands("conv2d", inputs)?;
     let (input, filter) = (inputs[0], inputs[1]);
-    let padding = list_or("padding", &o.padding, &[0, 0, 0, 0])?;
-    let strides = positive_pair("strides", &o.strides, [1, 1])?;
-    let dilations = positive_pair("dilations", &o.dilations, [1, 1])?;
-    if o.groups == 0 {
-        return Err(Error::Type("groups must not be 0".into()));
-    }
+    let window = window(&o.padding, &o.strides, &o.dilations)?;
+    check_groups(o.groups)?;
     let layout = o.input_layout.name();
-    let [batches, input_channels, input_height, input_width] = logical_dims(&input.shape, layout, "nchw");
+    let [_, input_channels, input_height, input_width] = logical_dims(&input.shape, layout, "nchw");
     let filter_layout = o.filter_layout.name();
     let [output_channels, filter_input_channels, filter_height, filter_width] =
         logical_dims(&filter.shape, filter_layout, "oihw");
@@ -332,37 +389,20 @@ pub fn conv2d_geometry(o: &Conv2dOptions, inputs: &[&OperandDescriptor]) -> Resu
         return Err(Error::Type(format!("output channels {output_channels} are not divisible by groups {}", o.groups)));
     }
     check_bias(inputs, o.has_bias, output_channels)?;
+    let Window { padding, strides, dilations } = &window;
     let (h, _) = conv_output_size(input_height, filter_height, padding[0], padding[1], strides[0], dilations[0]);
     let (w, _) = conv_output_size(input_width, filter_width, padding[2], padding[3], strides[1], dilations[1]);
     let output_size = [valid_dimension("output height", h)?, valid_dimension("output width", w)?];
-    let mut geometry = ConvGeometry {
-        transpose: false,
-        batches,
-        input_channels,
-        input_size: [input_height, input_width],
-        output_channels,
-        output_size,
-        filter_size: [filter_height, filter_width],
-        padding: [padding[0], padding[1], padding[2], padding[3]],
-        strides,
-        dilations,
-        groups: o.groups,
-        input_layout: o.input_layout,
-        input_strides: logical_strides(&input.shape, layout, "nchw"),
-        output_strides: [0; 4],
-        filter_strides: logical_strides(&filter.shape, filter_layout, "oihw"),
-    };
-    geometry.output_strides = logical_strides(&geometry.output_shape(), layout, "nchw");
-    Ok(geometry)
+    let layouts = (o.input_layout, filter_layout, "oihw");
+    Ok(ConvGeometry::new(false, input, filter, layouts, window, o.groups, output_channels, output_size))
 }
 
 /// Runs convTranspose2d's validation steps and resolves its geometry.
 pub fn conv_transpose2d_geometry(o: &ConvTranspose2dOptions, inputs: &[&OperandDescriptor]) -> Result<ConvGeometry> {
     check_operands("convTranspose2d", inputs)?;
     let (input, filter) = (inputs[0], inputs[1]);
-    let padding = list_or("padding", &o.padding, &[0, 0, 0, 0])?;
-    let strides = positive_pair("strides", &o.strides, [1, 1])?;
-    let dilations = positive_pair("dilations", &o.dilations, [1, 1])?;
+    let window = window(&o.padding, &o.strides, &o.dilations)?;
+    let Window { padding, strides, dilations } = &window;
     let output_padding = list_or("outputPadding", &o.output_padding, &[0, 0])?;
     match &o.output_sizes {
         Some(sizes) if sizes.len() != 2 => {
@@ -377,11 +417,9 @@ pub fn conv_transpose2d_geometry(o: &ConvTranspose2dOptions, inputs: &[&OperandD
             }
         }
     }
-    if o.groups == 0 {
-        return Err(Error::Type("groups must not be 0".into()));
-    }
+    check_groups(o.groups)?;
     let layout = o.input_layout.name();
-    let [batches, input_channels, input_height, input_width] = logical_dims(&input.shape, layout, "nchw");
+    let [_, input_channels, input_height, input_width] = logical_dims(&input.shape, layout, "nchw");
     let filter_layout = o.filter_layout.name();
     let [filter_input_channels, filter_output_channels, filter_height, filter_width] =
         logical_dims(&filter.shape, filter_layout, "iohw");
@@ -422,25 +460,8 @@ pub fn conv_transpose2d_geometry(o: &ConvTranspose2dOptions, inputs: &[&OperandD
         None => (calculated_height + output_padding[0] as i128, calculated_width + output_padding[1] as i128),
     };
     let output_size = [valid_dimension("output height", h)?, valid_dimension("output width", w)?];
-    let mut geometry = ConvGeometry {
-        transpose: true,
-        batches,
-        input_channels,
-        input_size: [input_height, input_width],
-        output_channels,
-        output_size,
-        filter_size: [filter_height, filter_width],
-        padding: [padding[0], padding[1], padding[2], padding[3]],
-        strides,
-        dilations,
-        groups: o.groups,
-        input_layout: o.input_layout,
-        input_strides: logical_strides(&input.shape, layout, "nchw"),
-        output_strides: [0; 4],
-        filter_strides: logical_strides(&filter.shape, filter_layout, "iohw"),
-    };
-    geometry.output_strides = logical_strides(&geometry.output_shape(), layout, "nchw");
-    Ok(geometry)
+    let layouts = (o.input_layout, filter_layout, "iohw");
+    Ok(ConvGeometry::new(true, input, filter, layouts, window, o.groups, output_channels, output_size))
 }
 
 pub fn validate_conv2d(o: &Conv2dOptions, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
