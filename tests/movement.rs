@@ -93,10 +93,7 @@ fn reshape_validation() {
         },
         &[x]
     )));
-    assert!(is_type_error(validate(
-        &Op::Reshape { new_shape: vec![2] },
-        &[desc(DataType::Int64, &[2])]
-    )));
+    assert!(validate(&Op::Reshape { new_shape: vec![2] }, &[desc(DataType::Int64, &[2])]).is_ok());
 }
 
 #[test]
