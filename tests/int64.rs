@@ -220,3 +220,26 @@ fn support_limits_list_64_bit_types_where_they_work() {
     ];
     assert_eq!(listed, expected);
 }
+
+/// `constant(dataType, value)` keeps a bigint beyond 2^53 exact (a double would round it).
+#[test]
+fn bigint_scalar_constant_is_exact() {
+    use webnn_wgpu::graph::GraphBuilder;
+    use webnn_wgpu::runtime::TensorDescriptor;
+    let ctx = context();
+    for (t, value) in [(DataType::Int64, -(1i128 << 53) - 1), (DataType::Uint64, u64::MAX as i128 - 2)] {
+        let got = block_on(async {
+            let mut builder = GraphBuilder::new(&ctx)?;
+            let c = builder.constant_scalar(t, Number::BigInt(value))?;
+            let out = builder.operator(Op::Unary(UnaryOp::Identity), &[c], "")?[0];
+            let graph = builder.build(&[("out".to_string(), out)]).await?;
+            let d = OperandDescriptor::new(t, vec![]);
+            let tensor =
+                ctx.create_tensor(TensorDescriptor { operand: d.clone(), readable: true, writable: false }).await?;
+            ctx.dispatch(&graph, &[], &[("out".to_string(), tensor.clone())])?;
+            HostTensor::from_bytes(d, &ctx.read_tensor(&tensor).await?)
+        })
+        .unwrap();
+        assert_eq!(got.exact, vec![value], "{t}");
+    }
+}

@@ -35,7 +35,6 @@ pub const SUPPORTED: &[DataType] = &[
 ];
 /// Every data type: what data movement (raw bits, int64/uint64 as two words) supports.
 pub const ALL_TYPES: &[DataType] = &DataType::ALL;
-pub const WIDE: &[DataType] = &[DataType::Int64, DataType::Uint64];
 pub const NUMERIC_SIGNED: &[DataType] = &[DataType::Float32, DataType::Float16, DataType::Int32, DataType::Int8];
 pub const INDICES: &[DataType] = &[DataType::Int32, DataType::Uint32, DataType::Int64];
 
