@@ -85,8 +85,8 @@ const CONVERT = {
     return x;
   },
   boolean: (v) => !!v,
-  // MLNumber is (bigint or unrestricted double); the backend takes a double.
-  MLNumber: (v) => (typeof v === 'bigint' ? Number(v) : +v),
+  // MLNumber is (bigint or unrestricted double); a bigint goes to the backend as is, exact.
+  MLNumber: (v) => (typeof v === 'bigint' ? v : +v),
   dataType: (v, what) => toEnum(v, DATA_TYPES, what),
   recurrentNetworkActivation: (v, what) => toEnum(v, ['relu', 'sigmoid', 'tanh'], what),
 };

@@ -36,10 +36,10 @@ fn float_ops() -> Vec<Activation> {
         Activation::LeakyRelu { alpha: 0.01 },
         Activation::LeakyRelu { alpha: -1.7 },
         Activation::Clamp { min_value: None, max_value: None },
-        Activation::Clamp { min_value: Some(-1.5), max_value: None },
-        Activation::Clamp { min_value: None, max_value: Some(2.25) },
-        Activation::Clamp { min_value: Some(-3.0), max_value: Some(0.1) },
-        Activation::Clamp { min_value: Some(f64::NAN), max_value: Some(2.0) },
+        Activation::Clamp { min_value: Some((-1.5).into()), max_value: None },
+        Activation::Clamp { min_value: None, max_value: Some(2.25.into()) },
+        Activation::Clamp { min_value: Some((-3.0).into()), max_value: Some(0.1.into()) },
+        Activation::Clamp { min_value: Some(f64::NAN.into()), max_value: Some(2.0.into()) },
         Activation::Elu { alpha: 1.0 },
         Activation::Elu { alpha: 0.3 },
         Activation::HardSigmoid { alpha: 0.2, beta: 0.5 },
@@ -146,7 +146,10 @@ fn integer_relu_and_clamp() {
                 // The spec's cast makes NaN 0 for integer types.
                 (Some(f64::NAN), None),
             ] {
-                let op = Op::Activation(Activation::Clamp { min_value, max_value });
+                let op = Op::Activation(Activation::Clamp {
+                    min_value: min_value.map(Into::into),
+                    max_value: max_value.map(Into::into),
+                });
                 check_op(&ctx, &op, &[x.clone()], 0, 0.0);
             }
         }
@@ -184,9 +187,9 @@ fn validation_errors() {
         }
     }
     assert!(matches!(validate(Activation::Relu, &[typed(DataType::Uint32)]), Err(Error::Type(_))));
-    assert!(matches!(validate(Activation::Relu, &[typed(DataType::Int64)]), Err(Error::Type(_))));
+    assert!(matches!(validate(Activation::Relu, &[typed(DataType::Uint64)]), Err(Error::Type(_))));
     // min > max after casting to the input type is a TypeError; equal bounds are fine.
-    let clamp = |lo, hi| Activation::Clamp { min_value: Some(lo), max_value: Some(hi) };
+    let clamp = |lo: f64, hi: f64| Activation::Clamp { min_value: Some(lo.into()), max_value: Some(hi.into()) };
     assert!(matches!(validate(clamp(2.0, 1.0), &[f32d(&[2])]), Err(Error::Type(_))));
     assert!(validate(clamp(1.0, 1.0), &[f32d(&[2])]).is_ok());
     // 1.2 and 1.4 both cast to int32 1.

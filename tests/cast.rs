@@ -7,7 +7,6 @@ mod common;
 use common::*;
 use webnn_wgpu::graph::{DataType, OperandDescriptor};
 use webnn_wgpu::ops::{self, HostTensor, Op};
-use webnn_wgpu::Error;
 
 const TYPES: [DataType; 6] =
     [DataType::Float32, DataType::Float16, DataType::Int32, DataType::Uint32, DataType::Int8, DataType::Uint8];
@@ -100,7 +99,7 @@ fn validation() {
     let d = OperandDescriptor::new(DataType::Float32, vec![2, 3]);
     let cast = |t| ops::validate(&Op::Cast { data_type: t }, &[&d]);
     assert_eq!(cast(DataType::Uint8).unwrap(), vec![OperandDescriptor::new(DataType::Uint8, vec![2, 3])]);
-    assert!(matches!(cast(DataType::Int64), Err(Error::Type(_))));
+    assert_eq!(cast(DataType::Int64).unwrap(), vec![OperandDescriptor::new(DataType::Int64, vec![2, 3])]);
     let i64d = OperandDescriptor::new(DataType::Int64, vec![2]);
-    assert!(matches!(ops::validate(&Op::Cast { data_type: DataType::Float32 }, &[&i64d]), Err(Error::Type(_))));
+    assert!(ops::validate(&Op::Cast { data_type: DataType::Float32 }, &[&i64d]).is_ok());
 }

@@ -372,7 +372,7 @@ fn validation() {
     assert!(is_type_error(validate(&ge(0), &[f(&[4]), f(&[4])])));
     assert!(is_type_error(validate(
         &ge(0),
-        &[f(&[4]), desc(DataType::Int64, &[4])]
+        &[f(&[4]), desc(DataType::Uint64, &[4])]
     )));
     assert!(is_type_error(validate(&ge(0), &[f(&[]), i(&[])])));
 

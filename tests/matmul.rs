@@ -30,6 +30,7 @@ fn check_product(ctx: &Context, op: &Op, inputs: &[HostTensor], k: usize) {
         .map(|t| HostTensor {
             descriptor: t.descriptor.clone(),
             data: t.data.iter().map(|v| v.abs()).collect(),
+            exact: Vec::new(),
         })
         .collect();
     let abs_op = match op {

@@ -5,7 +5,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
 use crate::api::context::{descriptor, object, TensorHandle};
-use crate::api::ops::{op_from_js, Params};
+use crate::api::ops::{number, op_from_js, Params};
 use crate::api::{to_js, JsResult};
 use crate::error::{Error, Result};
 use crate::graph::{DataType, GraphBuilder, Operand};
@@ -60,8 +60,9 @@ impl BuilderHandle {
     }
 
     #[wasm_bindgen(js_name = constantScalar)]
-    pub fn constant_scalar(&mut self, data_type: &str, value: f64) -> JsResult<u32> {
+    pub fn constant_scalar(&mut self, data_type: &str, value: JsValue) -> JsResult<u32> {
         let data_type = DataType::from_name(data_type).map_err(to_js)?;
+        let value = number(&value).ok_or_else(|| to_js(Error::Type("value must be a number or a bigint".into())))?;
         let operand = self.builder.constant_scalar(data_type, value);
         self.record_result(operand)
     }

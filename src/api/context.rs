@@ -161,7 +161,7 @@ impl ContextHandle {
             let range = object(&[("min", l.rank_min.into()), ("max", l.rank_max.into())]);
             object(&[("dataTypes", types.into()), ("rankRange", range)])
         };
-        let graph_io = tensor_limits(&limits::tensor("", limits::SUPPORTED, 0, MAX_RANK as u32));
+        let graph_io = tensor_limits(&limits::tensor("", limits::ALL_TYPES, 0, MAX_RANK as u32));
         let result = object(&[
             ("preferredInputLayout", "nchw".into()),
             ("maxTensorByteLength", (self.context.max_tensor_byte_length() as f64).into()),

@@ -6,7 +6,7 @@
 use wasm_bindgen::{JsCast, JsValue};
 
 use crate::error::{Error, Result};
-use crate::graph::DataType;
+use crate::graph::{DataType, Number};
 use crate::ops::activation::Activation;
 use crate::ops::batch_normalization::{BatchNormalizationOptions, InstanceNormalizationOptions};
 use crate::ops::arg_min_max::{ArgKind, ArgMinMaxOptions};
@@ -46,13 +46,17 @@ impl Params {
         self.get(key).as_f64().ok_or_else(|| Params::missing(key))
     }
 
-    /// An optional number (`undefined` when absent).
-    pub fn opt_f64(&self, key: &str) -> Result<Option<f64>> {
+    /// An optional `MLNumber` (`undefined` when absent): a bigint stays exact.
+    pub fn opt_number(&self, key: &str) -> Result<Option<Number>> {
         let v = self.get(key);
         if v.is_undefined() {
             return Ok(None);
         }
-        v.as_f64().map(Some).ok_or_else(|| Params::missing(key))
+        number(&v).map(Some).ok_or_else(|| Params::missing(key))
+    }
+
+    pub fn number(&self, key: &str) -> Result<Number> {
+        self.opt_number(key)?.ok_or_else(|| Params::missing(key))
     }
 
     pub fn u32(&self, key: &str) -> Result<u32> {
@@ -139,6 +143,17 @@ impl Params {
     }
 }
 
+/// An `MLNumber` from JavaScript: a number, or a bigint kept exact (saturated beyond the `i128`
+/// range, far outside every data type's).
+pub fn number(v: &JsValue) -> Option<Number> {
+    if let Some(x) = v.as_f64() {
+        return Some(Number::Double(x));
+    }
+    let big: &js_sys::BigInt = v.dyn_ref()?;
+    let text = String::from(big.to_string(10).ok()?);
+    Some(Number::BigInt(text.parse::<i128>().unwrap_or(if text.starts_with('-') { i128::MIN } else { i128::MAX })))
+}
+
 /// The operator a builder method records. Extending the API with an operator is one entry in
 /// `js/webnn.js`'s `OPERATORS` table plus one arm here.
 pub fn op_from_js(name: &str, p: &Params) -> Result<Op> {
@@ -202,7 +217,9 @@ pub fn op_from_js(name: &str, p: &Params) -> Result<Op> {
         "tanh" => Op::Activation(Activation::Tanh),
         "gelu" => Op::Activation(Activation::Gelu),
         "leakyRelu" => Op::Activation(Activation::LeakyRelu { alpha: p.f64("alpha")? }),
-        "clamp" => Op::Activation(Activation::Clamp { min_value: p.opt_f64("minValue")?, max_value: p.opt_f64("maxValue")? }),
+        "clamp" => {
+            Op::Activation(Activation::Clamp { min_value: p.opt_number("minValue")?, max_value: p.opt_number("maxValue")? })
+        }
         "elu" => Op::Activation(Activation::Elu { alpha: p.f64("alpha")? }),
         "hardSigmoid" => Op::Activation(Activation::HardSigmoid { alpha: p.f64("alpha")?, beta: p.f64("beta")? }),
         "hardSwish" => Op::Activation(Activation::HardSwish),
@@ -305,7 +322,7 @@ pub fn op_from_js(name: &str, p: &Params) -> Result<Op> {
             beginning_padding: p.u32s("beginningPadding")?,
             ending_padding: p.u32s("endingPadding")?,
             mode: PaddingMode::from_name(&p.string("mode")?)?,
-            value: p.f64("value")?,
+            value: p.number("value")?,
         }),
         "argMin" | "argMax" => Op::ArgMinMax(
             if name == "argMin" { ArgKind::Min } else { ArgKind::Max },

@@ -67,6 +67,61 @@ impl DataType {
     pub fn is_signed(self) -> bool {
         matches!(self, DataType::Float32 | DataType::Float16 | DataType::Int32 | DataType::Int64 | DataType::Int8)
     }
+
+    /// int64 or uint64: stored as two 32-bit words (low, high) on the GPU and kept exact (not as
+    /// f64) by the reference.
+    pub fn is_wide(self) -> bool {
+        matches!(self, DataType::Int64 | DataType::Uint64)
+    }
+}
+
+/// `MLNumber` (`bigint or unrestricted double`): a bigint stays exact, so that 64-bit integer
+/// options beyond 2^53 keep their value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Number {
+    Double(f64),
+    BigInt(i128),
+}
+
+impl Default for Number {
+    fn default() -> Number {
+        Number::Double(0.0)
+    }
+}
+
+impl From<f64> for Number {
+    fn from(x: f64) -> Number {
+        Number::Double(x)
+    }
+}
+
+impl Number {
+    /// The nearest double.
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Number::Double(x) => x,
+            Number::BigInt(v) => v as f64,
+        }
+    }
+
+    /// The spec's cast of the number to an integer type, exactly: clamped to the type's range,
+    /// a double rounded to nearest even first (NaN becoming 0).
+    pub fn to_integer(self, data_type: DataType) -> i128 {
+        let (lo, hi): (i128, i128) = match data_type {
+            DataType::Int64 => (i64::MIN as i128, i64::MAX as i128),
+            DataType::Uint64 => (0, u64::MAX as i128),
+            DataType::Int32 => (i32::MIN as i128, i32::MAX as i128),
+            DataType::Uint32 => (0, u32::MAX as i128),
+            DataType::Int8 => (i8::MIN as i128, i8::MAX as i128),
+            DataType::Uint8 => (0, u8::MAX as i128),
+            DataType::Float32 | DataType::Float16 => (i128::MIN, i128::MAX),
+        };
+        match self {
+            Number::BigInt(v) => v.clamp(lo, hi),
+            // `as` saturates, so the clamp is exact even where the bounds are not doubles.
+            Number::Double(x) => (x.round_ties_even() as i128).clamp(lo, hi),
+        }
+    }
 }
 
 impl std::fmt::Display for DataType {

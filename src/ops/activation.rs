@@ -7,12 +7,12 @@
 
 use crate::error::{Error, Result};
 use crate::graph::operand::broadcast_shapes;
-use crate::graph::{DataType, OperandDescriptor};
-use crate::ops::elementwise_binary::broadcast_pair_kernel;
+use crate::graph::{DataType, Number, OperandDescriptor};
+use crate::ops::elementwise_binary::{broadcast_pair_kernel, wide_less};
 use crate::ops::elementwise_unary::{erfc, ERFC, EXP_R};
-use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
-use crate::ops::reference::{cast_number, map_broadcast, HostTensor};
-use crate::ops::wgsl::{literal, value_type, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
+use crate::ops::reference::{cast_number, map_broadcast, map_broadcast_exact, HostTensor};
+use crate::ops::wgsl::{literal, value_type, wide_literal, ElementwiseKernel, LowerContext, Lowering};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Activation {
@@ -22,7 +22,7 @@ pub enum Activation {
     Gelu,
     LeakyRelu { alpha: f64 },
     /// `MLClampOptions`: bounds are `MLNumber`s, absent meaning unbounded.
-    Clamp { min_value: Option<f64>, max_value: Option<f64> },
+    Clamp { min_value: Option<Number>, max_value: Option<Number> },
     Elu { alpha: f64 },
     HardSigmoid { alpha: f64, beta: f64 },
     HardSwish,
@@ -33,8 +33,10 @@ pub enum Activation {
     Prelu,
 }
 
-/// The spec's allowed types of relu and prelu, less int64.
+/// The spec's allowed types of relu and prelu (prelu's int64 is not implemented).
 const SIGNED: &[DataType] = &[DataType::Float32, DataType::Float16, DataType::Int32, DataType::Int8];
+const SIGNED_AND_INT64: &[DataType] =
+    &[DataType::Float32, DataType::Float16, DataType::Int32, DataType::Int64, DataType::Int8];
 
 impl Activation {
     pub fn name(&self) -> &'static str {
@@ -76,8 +78,9 @@ impl Activation {
 
     fn data_types(&self) -> &'static [DataType] {
         match self {
-            Activation::Relu | Activation::Prelu => SIGNED,
-            Activation::Clamp { .. } => SUPPORTED,
+            Activation::Relu => SIGNED_AND_INT64,
+            Activation::Prelu => SIGNED,
+            Activation::Clamp { .. } => ALL_TYPES,
             _ => FLOATS,
         }
     }
@@ -101,11 +104,17 @@ pub fn limits() -> Vec<OpLimits> {
 /// clamp's bounds cast to the input type. An absent bound is unbounded, and so is a NaN bound of
 /// a float type (IEEE minNum/maxNum ignore a NaN operand; WPT's cases); the spec's cast makes a
 /// NaN bound of an integer type 0.
-fn clamp_bounds(min_value: Option<f64>, max_value: Option<f64>, data_type: DataType) -> (f64, f64) {
-    let bound = |v: Option<f64>, default: f64| {
-        let v = v.filter(|v| !(v.is_nan() && data_type.is_float()));
+fn clamp_bounds(min_value: Option<Number>, max_value: Option<Number>, data_type: DataType) -> (f64, f64) {
+    let bound = |v: Option<Number>, default: f64| {
+        let v = v.map(Number::to_f64).filter(|v| !(v.is_nan() && data_type.is_float()));
         cast_number(v.unwrap_or(default), data_type)
     };
+    (bound(min_value, f64::NEG_INFINITY), bound(max_value, f64::INFINITY))
+}
+
+/// clamp's bounds of an int64/uint64 input, exact (absent bounds are the type's range).
+fn wide_clamp_bounds(min_value: Option<Number>, max_value: Option<Number>, data_type: DataType) -> (i128, i128) {
+    let bound = |v: Option<Number>, default: f64| v.unwrap_or(Number::Double(default)).to_integer(data_type);
     (bound(min_value, f64::NEG_INFINITY), bound(max_value, f64::INFINITY))
 }
 
@@ -113,6 +122,13 @@ pub fn validate(op: &Activation, inputs: &[&OperandDescriptor]) -> Result<Vec<Op
     let input = inputs[0];
     limits::check(&limits::tensor("input", op.data_types(), 0, 8), input)?;
     match op {
+        Activation::Clamp { min_value, max_value } if input.data_type.is_wide() => {
+            let (lo, hi) = wide_clamp_bounds(*min_value, *max_value, input.data_type);
+            if lo > hi {
+                return Err(Error::Type(format!("minValue {lo} is greater than maxValue {hi}")));
+            }
+            Ok(vec![input.clone()])
+        }
         Activation::Clamp { min_value, max_value } => {
             let (lo, hi) = clamp_bounds(*min_value, *max_value, input.data_type);
             if lo > hi {
@@ -151,8 +167,33 @@ const LOG1P: &str = "fn log1p_f(u: f32) -> f32 {\n    let s = u / (2.0 + u);\n  
 /// `tanh` as `expm1(2|x|) / (expm1(2|x|) + 2)`, exact in sign and accurate near 0.
 const TANH: &str = "fn tanh_f(x: f32) -> f32 {\n    let a = abs(x);\n    if (a > 10.0) { return sign(x); }\n    let e = expm1_f(2.0 * a);\n    let r = e / (e + 2.0);\n    return select(r, -r, x < 0.0);\n}\n";
 
+/// relu and clamp of two-word values.
+fn lower_wide(op: &Activation, cx: &LowerContext) -> Result<Lowering> {
+    let data_type = cx.inputs[0].data_type;
+    let e = match op {
+        Activation::Relu => "select(x, vec2<u32>(0u, 0u), is_neg64(x))".to_string(),
+        Activation::Clamp { min_value, max_value } => {
+            let (lo, hi) = wide_clamp_bounds(*min_value, *max_value, data_type);
+            let (lo, hi) = (wide_literal(lo), wide_literal(hi));
+            format!("select(select(x, {lo}, lt(x, {lo})), {hi}, lt({hi}, x))")
+        }
+        _ => return Err(Error::NotSupported(format!("{} of {data_type} is not supported", op.name()))),
+    };
+    let launch = ElementwiseKernel {
+        inputs: vec![("input", cx.inputs[0])],
+        output: cx.outputs[0],
+        helpers: wide_less(data_type).to_string(),
+        body: format!("    let x = load_input(i);\n    return {e};"),
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
 pub fn lower(op: &Activation, cx: &LowerContext) -> Result<Lowering> {
     let data_type = cx.inputs[0].data_type;
+    if data_type.is_wide() {
+        return lower_wide(op, cx);
+    }
     let vt = value_type(data_type)?;
     let lit = |v: f64| literal(cast_number(v, data_type), vt);
     let mut helpers = String::new();
@@ -219,6 +260,14 @@ pub fn lower(op: &Activation, cx: &LowerContext) -> Result<Lowering> {
 /// The spec's expressions in float64, with options cast to the input type as the spec does.
 pub fn reference(op: &Activation, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
     let data_type = inputs[0].descriptor.data_type;
+    if data_type.is_wide() {
+        let (lo, hi) = match op {
+            Activation::Relu => (0, i128::MAX),
+            Activation::Clamp { min_value, max_value } => wide_clamp_bounds(*min_value, *max_value, data_type),
+            _ => return Err(Error::NotSupported(format!("{} of {data_type} is not supported", op.name()))),
+        };
+        return map_broadcast_exact(inputs, &outputs[0], |v| v[0].max(lo).min(hi));
+    }
     let c = |v: f64| cast_number(v, data_type);
     let (lo, hi) = match op {
         Activation::Clamp { min_value, max_value } => clamp_bounds(*min_value, *max_value, data_type),

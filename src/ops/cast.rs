@@ -5,18 +5,19 @@
 //!   direction of integer-to-float conversion to the implementation;
 //! - float to integer: truncation toward zero; out of range is implementation-defined in the
 //!   spec, here saturation to the target's range, NaN giving 0;
-//! - integer to integer: the lowest bits of the two's complement value, reinterpreted.
+//! - integer to integer: the lowest bits of the two's complement value, reinterpreted (int64 and
+//!   uint64 are two words; narrower integers are sign- or zero-extended to them).
 
 use crate::error::{Error, Result};
 use crate::graph::{DataType, OperandDescriptor};
-use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerContext, Lowering};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
         name: "cast",
-        operands: vec![limits::tensor("input", SUPPORTED, 0, 8), limits::tensor("output", SUPPORTED, 0, 8)],
+        operands: vec![limits::tensor("input", ALL_TYPES, 0, 8), limits::tensor("output", ALL_TYPES, 0, 8)],
     }]
 }
 
@@ -74,17 +75,18 @@ pub fn lower(cx: &LowerContext) -> Result<Lowering> {
     let from = value_type(input)?;
     value_type(output)?;
     // Packed int8/uint8 outputs keep the low 8 bits of the returned word: the integer wrap.
-    let e = match (from, output) {
-        ("f32", DataType::Float32 | DataType::Float16) => "x",
-        ("i32", DataType::Float32 | DataType::Float16) => "i32_to_f32(x)",
-        (_, DataType::Float32 | DataType::Float16) => "u32_to_f32(x)",
-        ("f32", DataType::Int32) => "f32_to_i32(x)",
-        ("f32", DataType::Uint32) => "f32_to_u32(x)",
-        ("f32", DataType::Int8) => "f32_to_i8(x)",
-        ("f32", _) => "f32_to_u8(x)",
-        ("i32", DataType::Int32 | DataType::Int8) | ("u32", DataType::Uint32 | DataType::Uint8) => "x",
-        ("u32", _) => "bitcast<i32>(x)",
-        _ => "bitcast<u32>(x)",
+    let e = match (input, from, output) {
+        // Two-word values (the kernel includes the two-word helpers).
+        (DataType::Int64, _, DataType::Float32 | DataType::Float16) => "i64_to_f32(x)",
+        (DataType::Uint64, _, DataType::Float32 | DataType::Float16) => "u64_to_f32(x)",
+        (DataType::Int64 | DataType::Uint64, _, DataType::Int64 | DataType::Uint64) => "x",
+        (DataType::Int64 | DataType::Uint64, _, DataType::Int32 | DataType::Int8) => "bitcast<i32>(x.x)",
+        (DataType::Int64 | DataType::Uint64, _, _) => "x.x",
+        (_, "f32", DataType::Int64) => "f32_to_i64(x)",
+        (_, "f32", DataType::Uint64) => "f32_to_u64(x)",
+        (_, "i32", DataType::Int64 | DataType::Uint64) => "vec2<u32>(bitcast<u32>(x), select(0u, 0xffffffffu, x < 0))",
+        (_, _, DataType::Int64 | DataType::Uint64) => "vec2<u32>(x, 0u)",
+        _ => narrow_expression(from, output),
     };
     let helpers = if from == "f32" { F32_TO_INT } else { INT_TO_F32 };
     let launch = ElementwiseKernel {
@@ -97,31 +99,45 @@ pub fn lower(cx: &LowerContext) -> Result<Lowering> {
     Ok(Lowering::single(launch))
 }
 
-/// The lowest `bits` bits of integer `v` as a signed or unsigned value.
-fn wrap(v: f64, bits: u32, signed: bool) -> f64 {
-    let low = (v as i64 as u64) & ((1u64 << bits) - 1);
-    if signed && low >= 1u64 << (bits - 1) {
-        low as f64 - (1u64 << bits) as f64
-    } else {
-        low as f64
+/// The conversion of `x` (of WGSL value type `from`) to a type of 32 bits or less.
+fn narrow_expression(from: &str, output: DataType) -> &'static str {
+    match (from, output) {
+        ("f32", DataType::Float32 | DataType::Float16) => "x",
+        ("i32", DataType::Float32 | DataType::Float16) => "i32_to_f32(x)",
+        (_, DataType::Float32 | DataType::Float16) => "u32_to_f32(x)",
+        ("f32", DataType::Int32) => "f32_to_i32(x)",
+        ("f32", DataType::Uint32) => "f32_to_u32(x)",
+        ("f32", DataType::Int8) => "f32_to_i8(x)",
+        ("f32", _) => "f32_to_u8(x)",
+        ("i32", DataType::Int32 | DataType::Int8) | ("u32", DataType::Uint32 | DataType::Uint8) => "x",
+        ("u32", _) => "bitcast<i32>(x)",
+        _ => "bitcast<u32>(x)",
     }
 }
 
 pub fn reference(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
     let input = &inputs[0];
     let out = &outputs[0];
-    let integers = !input.descriptor.data_type.is_float() && !out.data_type.is_float();
-    let data = input
-        .data
-        .iter()
-        .map(|&v| match (integers, out.data_type) {
-            (true, DataType::Int32) => wrap(v, 32, true),
-            (true, DataType::Uint32) => wrap(v, 32, false),
-            (true, DataType::Int8) => wrap(v, 8, true),
-            (true, DataType::Uint8) => wrap(v, 8, false),
-            (true, DataType::Int64 | DataType::Uint64) => v,
-            _ => round_to(v, out.data_type),
+    if input.descriptor.data_type.is_float() {
+        // Rounded to a float type; truncated and saturated to an integer type.
+        return Ok(vec![HostTensor::new(out.clone(), input.data.iter().map(|&v| round_to(v, out.data_type)).collect())?]);
+    }
+    let values = (0..input.data.len()).map(|i| input.integer(i));
+    if out.data_type.is_float() {
+        // `i128 as f32` rounds once to nearest even; float16 through float32 is exact below 2^24,
+        // beyond which float16 is infinite anyway.
+        let data = values.map(|v| round_to(v as f32 as f64, out.data_type)).collect();
+        return Ok(vec![HostTensor::new(out.clone(), data)?]);
+    }
+    // The lowest bits of the two's complement value (int64/uint64 wrap in `from_exact`).
+    let data = values
+        .map(|v| match out.data_type {
+            DataType::Int32 => v as i32 as i128,
+            DataType::Uint32 => v as u32 as i128,
+            DataType::Int8 => v as i8 as i128,
+            DataType::Uint8 => v as u8 as i128,
+            _ => v,
         })
         .collect();
-    Ok(vec![HostTensor::new(out.clone(), data)?])
+    Ok(vec![HostTensor::from_exact(out.clone(), data)?])
 }

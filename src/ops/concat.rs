@@ -7,7 +7,7 @@
 use crate::error::{Error, Result};
 use crate::graph::operand::MAX_RANK;
 use crate::graph::OperandDescriptor;
-use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{outer_inner, MoveKernel, Source, MAX_BINDINGS};
 use crate::ops::reference::HostTensor;
 use crate::ops::wgsl::{buffer_size, BufRef, LowerContext, Lowering};
@@ -27,15 +27,15 @@ pub fn limits() -> Vec<OpLimits> {
         OpLimits {
             name: "concat",
             operands: vec![
-                limits::tensor("inputs", SUPPORTED, 1, MAX_RANK as u32),
-                limits::tensor("output", SUPPORTED, 1, MAX_RANK as u32),
+                limits::tensor("inputs", ALL_TYPES, 1, MAX_RANK as u32),
+                limits::tensor("output", ALL_TYPES, 1, MAX_RANK as u32),
             ],
         },
         OpLimits {
             name: "split",
             operands: vec![
-                limits::tensor("input", SUPPORTED, 1, MAX_RANK as u32),
-                limits::tensor("outputs", SUPPORTED, 1, MAX_RANK as u32),
+                limits::tensor("input", ALL_TYPES, 1, MAX_RANK as u32),
+                limits::tensor("outputs", ALL_TYPES, 1, MAX_RANK as u32),
             ],
         },
     ]
@@ -163,7 +163,7 @@ fn concat_launch(
         );
         offset += size;
     }
-    body += "    return 0u;";
+    body += "    return Bits();";
     MoveKernel {
         sources: sources
             .iter()

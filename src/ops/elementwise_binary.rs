@@ -4,8 +4,8 @@
 use crate::error::{Error, Result};
 use crate::graph::operand::broadcast_shapes;
 use crate::graph::{DataType, OperandDescriptor};
-use crate::ops::limits::{self, OpLimits, SUPPORTED};
-use crate::ops::reference::{map_broadcast, HostTensor};
+use crate::ops::limits::{self, OpLimits, ALL_TYPES, SUPPORTED};
+use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};
 use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, value_type, ElementwiseKernel, LowerContext, Lowering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +34,23 @@ impl BinaryOp {
             BinaryOp::Pow => "pow",
         }
     }
+
+    /// The spec allows every type; div and pow are not implemented for int64/uint64.
+    fn data_types(self) -> &'static [DataType] {
+        match self {
+            BinaryOp::Div | BinaryOp::Pow => SUPPORTED,
+            _ => ALL_TYPES,
+        }
+    }
+}
+
+/// `fn lt(a, b) -> bool` for two-word values: signed for int64, unsigned for uint64.
+pub fn wide_less(data_type: DataType) -> &'static str {
+    if data_type == DataType::Int64 {
+        "fn lt(a: vec2<u32>, b: vec2<u32>) -> bool { return lt_i64(a, b); }\n"
+    } else {
+        "fn lt(a: vec2<u32>, b: vec2<u32>) -> bool { return lt_u64(a, b); }\n"
+    }
 }
 
 pub fn limits() -> Vec<OpLimits> {
@@ -42,9 +59,9 @@ pub fn limits() -> Vec<OpLimits> {
         .map(|op| OpLimits {
             name: op.name(),
             operands: vec![
-                limits::tensor("a", SUPPORTED, 0, 8),
-                limits::tensor("b", SUPPORTED, 0, 8),
-                limits::tensor("output", SUPPORTED, 0, 8),
+                limits::tensor("a", op.data_types(), 0, 8),
+                limits::tensor("b", op.data_types(), 0, 8),
+                limits::tensor("output", op.data_types(), 0, 8),
             ],
         })
         .collect()
@@ -85,7 +102,25 @@ pub fn broadcast_pair_kernel(cx: &LowerContext, expression: &str, extra_helpers:
     Ok(Lowering::single(launch))
 }
 
+/// add, sub, mul (wrapping), max and min of two-word values.
+fn lower_wide(op: BinaryOp, cx: &LowerContext) -> Result<Lowering> {
+    let expression = match op {
+        BinaryOp::Add => "add64(a, b)",
+        BinaryOp::Sub => "sub64(a, b)",
+        BinaryOp::Mul => "mul64(a, b)",
+        BinaryOp::Max => "select(a, b, lt(a, b))",
+        BinaryOp::Min => "select(a, b, lt(b, a))",
+        BinaryOp::Div | BinaryOp::Pow => {
+            return Err(Error::NotSupported(format!("{} of {} is not supported", op.name(), cx.inputs[0].data_type)))
+        }
+    };
+    broadcast_pair_kernel(cx, expression, wide_less(cx.inputs[0].data_type))
+}
+
 pub fn lower(op: BinaryOp, cx: &LowerContext) -> Result<Lowering> {
+    if cx.inputs[0].data_type.is_wide() {
+        return lower_wide(op, cx);
+    }
     let vt = value_type(cx.inputs[0].data_type)?;
     let float = vt == "f32";
     let expression = match op {
@@ -167,6 +202,20 @@ fn pow_f(a: f32, b: f32) -> f32 {
 ";
 
 pub fn reference(op: BinaryOp, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    if outputs[0].data_type.is_wide() {
+        // Exact; the results wrap to 64 bits.
+        let f: fn(i128, i128) -> i128 = match op {
+            BinaryOp::Add => |a, b| a + b,
+            BinaryOp::Sub => |a, b| a - b,
+            BinaryOp::Mul => |a, b| a.wrapping_mul(b),
+            BinaryOp::Max => |a, b| a.max(b),
+            BinaryOp::Min => |a, b| a.min(b),
+            BinaryOp::Div | BinaryOp::Pow => {
+                return Err(Error::NotSupported(format!("{} of {} is not supported", op.name(), outputs[0].data_type)))
+            }
+        };
+        return map_broadcast_exact(inputs, &outputs[0], |v| f(v[0], v[1]));
+    }
     let integer = !matches!(outputs[0].data_type, DataType::Float32 | DataType::Float16);
     map_broadcast(inputs, &outputs[0], |v| {
         let (a, b) = (v[0], v[1]);

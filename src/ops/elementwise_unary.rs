@@ -1,10 +1,10 @@
 //! Element-wise unary operations: abs, ceil, cos, erf, exp, floor, identity, log, neg,
 //! reciprocal, roundEven, sin, sign, sqrt, tan.
 
-use crate::error::Result;
 use crate::graph::{DataType, OperandDescriptor};
-use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
-use crate::ops::reference::{map_broadcast, HostTensor};
+use crate::error::{Error, Result};
+use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
+use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};
 use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerContext, Lowering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,12 +65,13 @@ impl UnaryOp {
         }
     }
 
-    /// The spec's allowed types, less the 64-bit integers the kernels do not store.
+    /// The spec's allowed types.
     fn data_types(self) -> &'static [DataType] {
-        const SIGNED: &[DataType] = &[DataType::Float32, DataType::Float16, DataType::Int32, DataType::Int8];
+        const SIGNED: &[DataType] =
+            &[DataType::Float32, DataType::Float16, DataType::Int32, DataType::Int64, DataType::Int8];
         match self {
             UnaryOp::Abs | UnaryOp::Neg | UnaryOp::Sign => SIGNED,
-            UnaryOp::Identity => SUPPORTED,
+            UnaryOp::Identity => ALL_TYPES,
             _ => FLOATS,
         }
     }
@@ -153,9 +154,23 @@ pub fn expression(op: UnaryOp) -> (String, String) {
     (e, String::new())
 }
 
+/// abs, neg, sign and identity of two-word values (int64; identity also uint64).
+fn wide_expression(op: UnaryOp) -> Result<&'static str> {
+    Ok(match op {
+        UnaryOp::Abs => "select(x, neg64(x), is_neg64(x))",
+        UnaryOp::Neg => "neg64(x)",
+        UnaryOp::Sign => {
+            "select(select(vec2<u32>(0u, 0u), vec2<u32>(1u, 0u), !eq64(x, vec2<u32>(0u, 0u))), vec2<u32>(0xffffffffu, 0xffffffffu), is_neg64(x))"
+        }
+        UnaryOp::Identity => "x",
+        _ => return Err(Error::NotSupported(format!("{} of 64-bit integers is not supported", op.name()))),
+    })
+}
+
 pub fn lower(op: UnaryOp, cx: &LowerContext) -> Result<Lowering> {
     value_type(cx.inputs[0].data_type)?;
-    let (e, helpers) = expression(op);
+    let (e, helpers) =
+        if cx.inputs[0].data_type.is_wide() { (wide_expression(op)?.to_string(), String::new()) } else { expression(op) };
     let launch = ElementwiseKernel {
         inputs: vec![("input", cx.inputs[0])],
         output: cx.outputs[0],
@@ -222,6 +237,17 @@ pub fn erfc(x: f64) -> f64 {
 }
 
 pub fn reference(op: UnaryOp, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    if outputs[0].data_type.is_wide() {
+        // Exact; abs and neg of the most negative int64 wrap to itself.
+        let f: fn(i128) -> i128 = match op {
+            UnaryOp::Abs => |x| x.abs(),
+            UnaryOp::Neg => |x| -x,
+            UnaryOp::Sign => |x| x.signum(),
+            UnaryOp::Identity => |x| x,
+            _ => return Err(Error::NotSupported(format!("{} of 64-bit integers is not supported", op.name()))),
+        };
+        return map_broadcast_exact(inputs, &outputs[0], |v| f(v[0]));
+    }
     map_broadcast(inputs, &outputs[0], |v| {
         let x = v[0];
         match op {

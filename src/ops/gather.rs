@@ -14,7 +14,7 @@
 use crate::error::{Error, Result};
 use crate::graph::operand::MAX_RANK;
 use crate::graph::{DataType, OperandDescriptor};
-use crate::ops::limits::{self, OpLimits, INDICES, SUPPORTED};
+use crate::ops::limits::{self, OpLimits, INDICES, ALL_TYPES};
 use crate::ops::movement::{outer_inner, MoveKernel, Source};
 use crate::graph::operand::strides;
 use crate::ops::reference::{coords, HostTensor};
@@ -26,26 +26,26 @@ pub fn limits() -> Vec<OpLimits> {
         OpLimits {
             name: "gather",
             operands: vec![
-                limits::tensor("input", SUPPORTED, 1, max),
+                limits::tensor("input", ALL_TYPES, 1, max),
                 limits::tensor("indices", INDICES, 0, max),
                 // A scalar index into a 1-D input gives a scalar.
-                limits::tensor("output", SUPPORTED, 0, max),
+                limits::tensor("output", ALL_TYPES, 0, max),
             ],
         },
         OpLimits {
             name: "gatherElements",
             operands: vec![
-                limits::tensor("input", SUPPORTED, 1, max),
+                limits::tensor("input", ALL_TYPES, 1, max),
                 limits::tensor("indices", INDICES, 1, max),
-                limits::tensor("output", SUPPORTED, 1, max),
+                limits::tensor("output", ALL_TYPES, 1, max),
             ],
         },
         OpLimits {
             name: "gatherND",
             operands: vec![
-                limits::tensor("input", SUPPORTED, 1, max),
+                limits::tensor("input", ALL_TYPES, 1, max),
                 limits::tensor("indices", INDICES, 1, max),
-                limits::tensor("output", SUPPORTED, 0, max),
+                limits::tensor("output", ALL_TYPES, 0, max),
             ],
         },
     ]
@@ -84,14 +84,8 @@ pub fn lower(axis: u32, cx: &LowerContext) -> Result<Lowering> {
     let (_, inner) = outer_inner(&input.shape, axis);
     let n = input.shape[axis];
     let count = indices.element_count();
-    let position = match indices.data_type {
-        DataType::Int32 => {
-            format!("    let v = clamp(bitcast<i32>(bits_indices(j)), -{n}, {});\n    let p = u32(select(v, v + {n}, v < 0));\n", n - 1)
-        }
-        _ => format!("    let p = min(bits_indices(j), {}u);\n", n - 1),
-    };
     let body = format!(
-        "    let r = i % {inner}u;\n    let j = (i / {inner}u) % {count}u;\n    let o = i / {}u;\n{position}    return bits_input((o * {n}u + p) * {inner}u + r);",
+        "    let r = i % {inner}u;\n    let j = (i / {inner}u) % {count}u;\n    let o = i / {}u;\n    let p = position(bits_indices(j), {n}u);\n    return bits_input((o * {n}u + p) * {inner}u + r);",
         inner * count
     );
     let launch = MoveKernel {
@@ -101,7 +95,7 @@ pub fn lower(axis: u32, cx: &LowerContext) -> Result<Lowering> {
         ],
         output: BufRef::Output(0),
         output_descriptor: out,
-        helpers: String::new(),
+        helpers: position_fn(indices.data_type),
         body,
     }
     .build()?;
@@ -125,10 +119,13 @@ pub fn reference(axis: u32, inputs: &[HostTensor], outputs: &[OperandDescriptor]
 }
 
 /// WGSL `fn position(bits: u32, n: u32) -> u32`: the position the raw bits of an index of
-/// `indices_type` select along a dimension of size `n`, clamped as [`position`] does.
+/// `indices_type` (`vec2<u32>` for int64) select along a dimension of size `n`, clamped as
+/// [`position`] does.
 pub fn position_fn(indices_type: DataType) -> String {
     match indices_type {
         DataType::Int32 => "fn position(bits: u32, n: u32) -> u32 {\n    let v = clamp(bitcast<i32>(bits), -i32(n), i32(n) - 1);\n    return u32(select(v, v + i32(n), v < 0));\n}\n",
+        // Beyond the i32 range the index clamps to an end; within it, as int32.
+        DataType::Int64 => "fn position(bits: vec2<u32>, n: u32) -> u32 {\n    if (bits.y != select(0u, 0xffffffffu, (bits.x & 0x80000000u) != 0u)) {\n        return select(n - 1u, 0u, (bits.y & 0x80000000u) != 0u);\n    }\n    let v = clamp(bitcast<i32>(bits.x), -i32(n), i32(n) - 1);\n    return u32(select(v, v + i32(n), v < 0));\n}\n",
         _ => "fn position(bits: u32, n: u32) -> u32 { return min(bits, n - 1u); }\n",
     }
     .to_string()

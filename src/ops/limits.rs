@@ -24,7 +24,7 @@ pub struct OpLimits {
 
 pub const FLOATS: &[DataType] = &[DataType::Float32, DataType::Float16];
 pub const FLOATS_AND_INT32: &[DataType] = &[DataType::Float32, DataType::Float16, DataType::Int32];
-/// Every type the kernels store (64-bit integers are not supported yet).
+/// Every type except the 64-bit integers: what operators computing on values support.
 pub const SUPPORTED: &[DataType] = &[
     DataType::Float32,
     DataType::Float16,
@@ -33,8 +33,10 @@ pub const SUPPORTED: &[DataType] = &[
     DataType::Int8,
     DataType::Uint8,
 ];
+/// Every data type: what data movement (raw bits, int64/uint64 as two words) supports.
+pub const ALL_TYPES: &[DataType] = &DataType::ALL;
 pub const NUMERIC_SIGNED: &[DataType] = &[DataType::Float32, DataType::Float16, DataType::Int32, DataType::Int8];
-pub const INDICES: &[DataType] = &[DataType::Int32, DataType::Uint32];
+pub const INDICES: &[DataType] = &[DataType::Int32, DataType::Uint32, DataType::Int64];
 
 pub fn tensor(name: &'static str, data_types: &[DataType], rank_min: u32, rank_max: u32) -> TensorLimits {
     TensorLimits { name, data_types: data_types.to_vec(), rank_min, rank_max }

@@ -3,9 +3,9 @@
 
 use crate::error::{Error, Result};
 use crate::graph::{DataType, OperandDescriptor};
-use crate::ops::elementwise_binary::{broadcast_pair_kernel, validate_broadcast_pair};
-use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
-use crate::ops::reference::{map_broadcast, HostTensor};
+use crate::ops::elementwise_binary::{broadcast_pair_kernel, validate_broadcast_pair, wide_less};
+use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
+use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};
 use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerContext, Lowering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,12 +67,12 @@ impl LogicalOp {
         }
     }
 
-    /// The allowed types of `a` (and `b`), less the 64-bit integers.
+    /// The allowed types of `a` (and `b`).
     fn data_types(self) -> &'static [DataType] {
         match self {
             LogicalOp::LogicalNot | LogicalOp::LogicalAnd | LogicalOp::LogicalOr | LogicalOp::LogicalXor => UINT8,
             LogicalOp::IsNaN | LogicalOp::IsInfinite => FLOATS,
-            _ => SUPPORTED,
+            _ => ALL_TYPES,
         }
     }
 }
@@ -102,7 +102,24 @@ pub fn validate(op: LogicalOp, inputs: &[&OperandDescriptor]) -> Result<Vec<Oper
     Ok(vec![OperandDescriptor::new(DataType::Uint8, shape)])
 }
 
+/// The comparisons of two-word values (`lt` from [`wide_less`]).
+fn lower_wide(op: LogicalOp, cx: &LowerContext) -> Result<Lowering> {
+    let e = match op {
+        LogicalOp::Equal => "eq64(a, b)",
+        LogicalOp::NotEqual => "!eq64(a, b)",
+        LogicalOp::Greater => "lt(b, a)",
+        LogicalOp::GreaterOrEqual => "!lt(a, b)",
+        LogicalOp::Lesser => "lt(a, b)",
+        LogicalOp::LesserOrEqual => "!lt(b, a)",
+        _ => return Err(Error::NotSupported(format!("{} of 64-bit integers is not supported", op.name()))),
+    };
+    broadcast_pair_kernel(cx, &format!("select(0u, 1u, {e})"), wide_less(cx.inputs[0].data_type))
+}
+
 pub fn lower(op: LogicalOp, cx: &LowerContext) -> Result<Lowering> {
+    if cx.inputs[0].data_type.is_wide() {
+        return lower_wide(op, cx);
+    }
     value_type(cx.inputs[0].data_type)?;
     let e = match op {
         LogicalOp::Equal => "a == b",
@@ -137,6 +154,19 @@ pub fn lower(op: LogicalOp, cx: &LowerContext) -> Result<Lowering> {
 pub fn reference(op: LogicalOp, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
     if inputs.len() != op.input_count() {
         return Err(Error::Type(format!("{} takes {} inputs", op.name(), op.input_count())));
+    }
+    if inputs[0].descriptor.data_type.is_wide() {
+        // Exact (two int64/uint64 beyond 2^53 may round to the same double).
+        let f: fn(i128, i128) -> bool = match op {
+            LogicalOp::Equal => |a, b| a == b,
+            LogicalOp::NotEqual => |a, b| a != b,
+            LogicalOp::Greater => |a, b| a > b,
+            LogicalOp::GreaterOrEqual => |a, b| a >= b,
+            LogicalOp::Lesser => |a, b| a < b,
+            LogicalOp::LesserOrEqual => |a, b| a <= b,
+            _ => return Err(Error::NotSupported(format!("{} of 64-bit integers is not supported", op.name()))),
+        };
+        return map_broadcast_exact(inputs, &outputs[0], |v| f(v[0], v[1]) as i128);
     }
     map_broadcast(inputs, &outputs[0], |v| {
         let a = v[0];

@@ -222,8 +222,67 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
     }
 }
 
-/// Computes an operator on the CPU in float64, from the spec's definition.
+/// Whether operator input `index` is one whose elements the operator only copies (data movement),
+/// as opposed to indices or conditions that select them.
+fn moves_input(op: &Op, index: usize) -> bool {
+    match op {
+        Op::Reshape { .. }
+        | Op::Expand { .. }
+        | Op::Transpose { .. }
+        | Op::Concat { .. }
+        | Op::Split { .. }
+        | Op::Slice(_)
+        | Op::Tile { .. }
+        | Op::Reverse { .. }
+        | Op::Pad(_)
+        | Op::Triangular(_)
+        | Op::Unary(elementwise_unary::UnaryOp::Identity) => true,
+        Op::Gather { .. } | Op::GatherElements { .. } | Op::GatherNd => index == 0,
+        Op::ScatterElements { .. } | Op::ScatterNd => index == 0 || index == 2,
+        Op::Where => index == 1 || index == 2,
+        _ => false,
+    }
+}
+
+/// Computes an operator on the CPU in float64, from the spec's definition. Data movement of
+/// int64/uint64 elements runs once on their low and once on their high 32-bit words (each exact
+/// in f64), and the words are joined again, so that every value stays exact.
 pub fn reference(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+    let wide = outputs.iter().any(|o| o.data_type.is_wide());
+    if !(wide && (0..inputs.len()).any(|k| moves_input(op, k))) {
+        return reference_values(op, inputs, outputs);
+    }
+    let mut words = Vec::new();
+    for shift in [0u32, 32] {
+        let word = |v: i128| ((v as u64 >> shift) & 0xffff_ffff) as f64;
+        let split = inputs
+            .iter()
+            .enumerate()
+            .map(|(k, t)| match moves_input(op, k) && t.descriptor.data_type.is_wide() {
+                true => HostTensor::new(t.descriptor.clone(), t.exact.iter().map(|&v| word(v)).collect()),
+                false => Ok(t.clone()),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let op = match op {
+            Op::Pad(o) => {
+                let value = o.value.to_integer(inputs[0].descriptor.data_type);
+                Op::Pad(pad::PadOptions { value: word(value).into(), ..o.clone() })
+            }
+            _ => op.clone(),
+        };
+        words.push(reference_values(&op, &split, outputs)?);
+    }
+    let (low, high) = (&words[0], &words[1]);
+    low.iter()
+        .zip(high)
+        .map(|(l, h)| {
+            let values = l.data.iter().zip(&h.data).map(|(&l, &h)| ((h as u64) << 32 | l as u64) as i128).collect();
+            HostTensor::from_exact(l.descriptor.clone(), values)
+        })
+        .collect()
+}
+
+fn reference_values(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
     match op {
         Op::Binary(o) => elementwise_binary::reference(*o, inputs, outputs),
         Op::Logical(o) => logical::reference(*o, inputs, outputs),

@@ -5,6 +5,8 @@
 //!
 //! All bindings are `array<u32>`; float16 elements are 16-bit halves and int8/uint8 bytes of
 //! those words, and each invocation writes one whole output word, so packed outputs never race.
+//! int64/uint64 elements are two words, moved as a `vec2<u32>`; the kernel's `Bits` type is the
+//! output's element bits (`u32` or `vec2<u32>`), and `Bits()` is zero.
 
 use crate::error::{Error, Result};
 use crate::graph::{DataType, OperandDescriptor};
@@ -14,25 +16,34 @@ use crate::ops::wgsl::{elements_per_word, BufRef, Launch, WORKGROUP_SIZE};
 pub const MAX_BINDINGS: usize = 8;
 
 /// Bits of one stored element.
-fn element_bits(data_type: DataType) -> Result<u64> {
+fn element_bits(data_type: DataType) -> u64 {
     match data_type {
-        DataType::Float32 | DataType::Int32 | DataType::Uint32 => Ok(32),
-        DataType::Float16 => Ok(16),
-        DataType::Int8 | DataType::Uint8 => Ok(8),
-        DataType::Int64 | DataType::Uint64 => {
-            Err(Error::NotSupported(format!("{data_type} is not supported by the WebGPU kernels")))
-        }
+        DataType::Int64 | DataType::Uint64 => 64,
+        DataType::Float32 | DataType::Int32 | DataType::Uint32 => 32,
+        DataType::Float16 => 16,
+        DataType::Int8 | DataType::Uint8 => 8,
     }
 }
 
-/// `fn bits_<name>(i: u32) -> u32`: the raw bits of element `i` of binding `name`.
-fn bits_fn(name: &str, data_type: DataType) -> Result<String> {
-    let body = match element_bits(data_type)? {
+/// The WGSL type holding the bits of one element.
+fn bits_type(data_type: DataType) -> &'static str {
+    if data_type.is_wide() {
+        "vec2<u32>"
+    } else {
+        "u32"
+    }
+}
+
+/// `fn bits_<name>(i: u32) -> u32` (`vec2<u32>` for int64/uint64): the raw bits of element `i`
+/// of the `array<u32>` binding `name`.
+pub fn bits_fn(name: &str, data_type: DataType) -> String {
+    let body = match element_bits(data_type) {
+        64 => format!("return vec2<u32>({name}[2u * i], {name}[2u * i + 1u]);"),
         32 => format!("return {name}[i];"),
         16 => format!("return ({name}[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu;"),
         _ => format!("return ({name}[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;"),
     };
-    Ok(format!("fn bits_{name}(i: u32) -> u32 {{ {body} }}\n"))
+    format!("fn bits_{name}(i: u32) -> {} {{ {body} }}\n", bits_type(data_type))
 }
 
 /// A read-only binding of a move kernel.
@@ -62,19 +73,22 @@ impl MoveKernel<'_> {
                 self.sources.len() + 1
             )));
         }
-        let mut src = String::new();
+        let out_type = self.output_descriptor.data_type;
+        let mut src = format!("alias Bits = {};\n", bits_type(out_type));
         for (index, s) in self.sources.iter().enumerate() {
             src += &format!("@group(0) @binding({index}) var<storage, read> {}: array<u32>;\n", s.name);
-            src += &bits_fn(s.name, s.descriptor.data_type)?;
+            src += &bits_fn(s.name, s.descriptor.data_type);
         }
         src += &format!("@group(0) @binding({}) var<storage, read_write> out: array<u32>;\n", self.sources.len());
         src += &self.helpers;
-        src += &format!("fn source_bits(i: u32) -> u32 {{\n{}\n}}\n", self.body);
-        let bits = element_bits(self.output_descriptor.data_type)?;
-        let per_word = elements_per_word(self.output_descriptor.data_type);
+        src += &format!("fn source_bits(i: u32) -> Bits {{\n{}\n}}\n", self.body);
+        let bits = element_bits(out_type);
+        let per_word = elements_per_word(out_type);
         let count = self.output_descriptor.element_count();
         let words = count.div_ceil(per_word);
-        let store = if per_word == 1 {
+        let store = if bits == 64 {
+            "let v = source_bits(t);\n    out[2u * t] = v.x;\n    out[2u * t + 1u] = v.y;".to_string()
+        } else if per_word == 1 {
             "out[t] = source_bits(t);".to_string()
         } else {
             format!(

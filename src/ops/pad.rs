@@ -9,11 +9,11 @@
 
 use crate::error::{Error, Result};
 use crate::graph::operand::{strides, MAX_RANK};
-use crate::graph::OperandDescriptor;
-use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::graph::{Number, OperandDescriptor};
+use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{MoveKernel, Source};
 use crate::ops::reference::{coords, encode, linear, round_to, HostTensor};
-use crate::ops::wgsl::{coords_fn, BufRef, LowerContext, Lowering};
+use crate::ops::wgsl::{coords_fn, wide_literal, BufRef, LowerContext, Lowering};
 
 /// `MLPaddingMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -41,15 +41,15 @@ pub struct PadOptions {
     pub beginning_padding: Vec<u32>,
     pub ending_padding: Vec<u32>,
     pub mode: PaddingMode,
-    pub value: f64,
+    pub value: Number,
 }
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
         name: "pad",
         operands: vec![
-            limits::tensor("input", SUPPORTED, 0, MAX_RANK as u32),
-            limits::tensor("output", SUPPORTED, 0, MAX_RANK as u32),
+            limits::tensor("input", ALL_TYPES, 0, MAX_RANK as u32),
+            limits::tensor("output", ALL_TYPES, 0, MAX_RANK as u32),
         ],
     }]
 }
@@ -105,8 +105,7 @@ pub fn lower(o: &PadOptions, cx: &LowerContext) -> Result<Lowering> {
         body += &format!("    let x{k} = i32(c[{k}]) - {begin};\n");
         let x = match o.mode {
             PaddingMode::Constant => {
-                body +=
-                    &format!("    if (x{k} < 0 || x{k} > {last}) {{ return {}u; }}\n", constant_bits(o.value, input)?);
+                body += &format!("    if (x{k} < 0 || x{k} > {last}) {{ return {}; }}\n", constant_bits(o.value, input));
                 format!("u32(x{k})")
             }
             PaddingMode::Edge => format!("u32(clamp(x{k}, 0, {last}))"),
@@ -128,20 +127,21 @@ pub fn lower(o: &PadOptions, cx: &LowerContext) -> Result<Lowering> {
     Ok(Lowering::single(launch))
 }
 
-/// The raw bits of `value` cast to the input's type (the spec's casting of `options.value`).
-fn constant_bits(value: f64, input: &OperandDescriptor) -> Result<u32> {
-    let mut bytes = encode(&[value], input.data_type);
-    if bytes.len() > 4 {
-        return Err(Error::NotSupported(format!("{} is not supported by the WebGPU kernels", input.data_type)));
+/// WGSL of the raw bits of `value` cast to the input's type (the spec's casting of
+/// `options.value`; a bigint stays exact for int64/uint64).
+fn constant_bits(value: Number, input: &OperandDescriptor) -> String {
+    if input.data_type.is_wide() {
+        return wide_literal(value.to_integer(input.data_type));
     }
+    let mut bytes = encode(&[value.to_f64()], input.data_type);
     bytes.resize(4, 0);
-    Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    format!("{}u", u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
 }
 
 pub fn reference(o: &PadOptions, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
     let input = &inputs[0];
     let out = &outputs[0];
-    let value = round_to(o.value, input.descriptor.data_type);
+    let value = round_to(o.value.to_f64(), input.descriptor.data_type);
     let data = (0..out.element_count() as usize)
         .map(|i| {
             let c = coords(i, &out.shape);

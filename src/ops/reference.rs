@@ -1,5 +1,6 @@
 //! The float64 CPU reference: tensors as `f64` values, conversion from and to the bytes of each
-//! data type, and helpers the families' reference implementations share.
+//! data type, and helpers the families' reference implementations share. int64 and uint64 values
+//! are also kept exactly (`i128`), since f64 holds integers only up to 2^53.
 
 use crate::error::{Error, Result};
 use crate::graph::operand::strides;
@@ -9,27 +10,71 @@ use crate::graph::{DataType, OperandDescriptor};
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostTensor {
     pub descriptor: OperandDescriptor,
+    /// The values; int64/uint64 ones beyond 2^53 are the nearest doubles.
     pub data: Vec<f64>,
+    /// int64/uint64 only (empty for other types): the exact values.
+    pub exact: Vec<i128>,
 }
 
 impl HostTensor {
+    /// A tensor of `data` (int64/uint64 values are taken as doubles, saturated to the type).
     pub fn new(descriptor: OperandDescriptor, data: Vec<f64>) -> Result<HostTensor> {
         if data.len() as u64 != descriptor.element_count() {
             return Err(Error::Type(format!("{} values for {descriptor}", data.len())));
         }
-        Ok(HostTensor { descriptor, data })
+        let exact = match descriptor.data_type {
+            DataType::Int64 => data.iter().map(|&v| v as i64 as i128).collect(),
+            DataType::Uint64 => data.iter().map(|&v| v as u64 as i128).collect(),
+            _ => Vec::new(),
+        };
+        Ok(HostTensor { descriptor, data, exact })
+    }
+
+    /// A tensor of exact integers, wrapped to an int64/uint64 type; other types get the values as
+    /// doubles rounded to the type.
+    pub fn from_exact(descriptor: OperandDescriptor, values: Vec<i128>) -> Result<HostTensor> {
+        let t = descriptor.data_type;
+        if !t.is_wide() {
+            return HostTensor::new(descriptor, values.iter().map(|&v| round_to(v as f64, t)).collect());
+        }
+        if values.len() as u64 != descriptor.element_count() {
+            return Err(Error::Type(format!("{} values for {descriptor}", values.len())));
+        }
+        let exact: Vec<i128> = values.into_iter().map(|v| wrap(v, t)).collect();
+        let data = exact.iter().map(|&v| v as f64).collect();
+        Ok(HostTensor { descriptor, data, exact })
     }
 
     pub fn from_bytes(descriptor: OperandDescriptor, bytes: &[u8]) -> Result<HostTensor> {
         if bytes.len() as u64 != descriptor.byte_length() {
             return Err(Error::Type(format!("{} bytes for {descriptor}", bytes.len())));
         }
-        let data = decode(bytes, descriptor.data_type);
-        Ok(HostTensor { descriptor, data })
+        let t = descriptor.data_type;
+        if t.is_wide() {
+            let values = bytes
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as i128)
+                .collect();
+            return HostTensor::from_exact(descriptor, values);
+        }
+        let data = decode(bytes, t);
+        Ok(HostTensor { descriptor, data, exact: Vec::new() })
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
+        if self.descriptor.data_type.is_wide() {
+            return self.exact.iter().flat_map(|&v| (v as u64).to_le_bytes()).collect();
+        }
         encode(&self.data, self.descriptor.data_type)
+    }
+
+    /// The exact integer at linear index `i`: int64/uint64 values, or others truncated.
+    pub fn integer(&self, i: usize) -> i128 {
+        if self.descriptor.data_type.is_wide() {
+            self.exact[i]
+        } else {
+            self.data[i] as i128
+        }
     }
 
     pub fn shape(&self) -> &[u32] {
@@ -38,6 +83,10 @@ impl HostTensor {
 
     /// The value at a multi-index with numpy broadcasting to an output of rank `coords.len()`.
     pub fn at_broadcast(&self, coords: &[usize]) -> f64 {
+        self.data[self.broadcast_index(coords)]
+    }
+
+    fn broadcast_index(&self, coords: &[usize]) -> usize {
         let shape = &self.descriptor.shape;
         let offset = coords.len() - shape.len();
         let strides = strides(shape);
@@ -47,7 +96,16 @@ impl HostTensor {
                 index += coords[axis + offset] as u64 * strides[axis];
             }
         }
-        self.data[index as usize]
+        index as usize
+    }
+}
+
+/// `v` wrapped to the two's complement range of an int64/uint64 type (unchanged for others).
+pub fn wrap(v: i128, data_type: DataType) -> i128 {
+    match data_type {
+        DataType::Int64 => v as i64 as i128,
+        DataType::Uint64 => v as u64 as i128,
+        _ => v,
     }
 }
 
@@ -143,7 +201,27 @@ pub fn map_broadcast(
         }
         data.push(round_to(f(&args), output.data_type));
     }
-    Ok(vec![HostTensor { descriptor: output.clone(), data }])
+    Ok(vec![HostTensor::new(output.clone(), data)?])
+}
+
+/// [`map_broadcast`] on exact integers (see [`HostTensor::integer`]); an int64/uint64 result
+/// wraps to its type.
+pub fn map_broadcast_exact(
+    inputs: &[HostTensor],
+    output: &OperandDescriptor,
+    f: impl Fn(&[i128]) -> i128,
+) -> Result<Vec<HostTensor>> {
+    let count = output.element_count() as usize;
+    let mut values = Vec::with_capacity(count);
+    let mut args = vec![0i128; inputs.len()];
+    for i in 0..count {
+        let c = coords(i, &output.shape);
+        for (arg, input) in args.iter_mut().zip(inputs) {
+            *arg = input.integer(input.broadcast_index(&c));
+        }
+        values.push(f(&args));
+    }
+    Ok(vec![HostTensor::from_exact(output.clone(), values)?])
 }
 
 /// The spec's "cast" of a number (an `MLNumber` or `double` option) to a data type: floats round

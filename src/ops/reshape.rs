@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use crate::graph::operand::is_unidirectionally_broadcastable;
 use crate::graph::OperandDescriptor;
-use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{check_valid_dimensions, MoveKernel, Source};
 use crate::ops::reference::{coords, HostTensor};
 use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, BufRef, LowerContext, Lowering};
@@ -15,8 +15,8 @@ fn single_input_limits(name: &'static str) -> OpLimits {
     OpLimits {
         name,
         operands: vec![
-            limits::tensor("input", SUPPORTED, 0, MAX_RANK),
-            limits::tensor("output", SUPPORTED, 0, MAX_RANK),
+            limits::tensor("input", ALL_TYPES, 0, MAX_RANK),
+            limits::tensor("output", ALL_TYPES, 0, MAX_RANK),
         ],
     }
 }

@@ -22,8 +22,8 @@ use crate::ops::gather::{
     check_elements_indices, elements_offset, elements_target, nd_base, nd_slice_start, nd_slices_shape, position,
     position_fn,
 };
-use crate::ops::limits::{self, OpLimits, INDICES, SUPPORTED};
-use crate::ops::movement::{MoveKernel, Source};
+use crate::ops::limits::{self, OpLimits, INDICES, ALL_TYPES};
+use crate::ops::movement::{bits_fn, MoveKernel, Source};
 use crate::ops::reference::{coords, HostTensor};
 use crate::ops::wgsl::{coords_fn, BufRef, Launch, LowerContext, Lowering, WORKGROUP_SIZE};
 
@@ -33,19 +33,19 @@ pub fn limits() -> Vec<OpLimits> {
         OpLimits {
             name: "scatterElements",
             operands: vec![
-                limits::tensor("input", SUPPORTED, 1, max),
+                limits::tensor("input", ALL_TYPES, 1, max),
                 limits::tensor("indices", INDICES, 1, max),
-                limits::tensor("updates", SUPPORTED, 1, max),
-                limits::tensor("output", SUPPORTED, 1, max),
+                limits::tensor("updates", ALL_TYPES, 1, max),
+                limits::tensor("output", ALL_TYPES, 1, max),
             ],
         },
         OpLimits {
             name: "scatterND",
             operands: vec![
-                limits::tensor("input", SUPPORTED, 1, max),
+                limits::tensor("input", ALL_TYPES, 1, max),
                 limits::tensor("indices", INDICES, 1, max),
-                limits::tensor("updates", SUPPORTED, 0, max),
-                limits::tensor("output", SUPPORTED, 1, max),
+                limits::tensor("updates", ALL_TYPES, 0, max),
+                limits::tensor("output", ALL_TYPES, 1, max),
             ],
         },
     ]
@@ -115,7 +115,8 @@ fn lower_with_dest(cx: &LowerContext, helpers: String, dest: String) -> Result<L
     let update_count = updates.element_count();
     let claim = Launch {
         source: format!(
-            "@group(0) @binding(0) var<storage, read> indices: array<u32>;\n@group(0) @binding(1) var<storage, read_write> winner: array<atomic<u32>>;\nfn bits_indices(i: u32) -> u32 {{ return indices[i]; }}\n{helpers}{}",
+            "@group(0) @binding(0) var<storage, read> indices: array<u32>;\n@group(0) @binding(1) var<storage, read_write> winner: array<atomic<u32>>;\n{}{helpers}{}",
+            bits_fn("indices", cx.inputs[1].data_type),
             main(update_count, &format!("{dest}    atomicMax(&winner[dest], i + 1u);"))
         ),
         reads: vec![BufRef::Input(1)],

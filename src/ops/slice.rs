@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::graph::operand::{strides, MAX_RANK};
 use crate::graph::OperandDescriptor;
-use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{MoveKernel, Source};
 use crate::ops::reference::{coords, HostTensor};
 use crate::ops::wgsl::{coords_fn, BufRef, LowerContext, Lowering};
@@ -27,8 +27,8 @@ pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
         name: "slice",
         operands: vec![
-            limits::tensor("input", SUPPORTED, 0, MAX_RANK as u32),
-            limits::tensor("output", SUPPORTED, 0, MAX_RANK as u32),
+            limits::tensor("input", ALL_TYPES, 0, MAX_RANK as u32),
+            limits::tensor("output", ALL_TYPES, 0, MAX_RANK as u32),
         ],
     }]
 }

@@ -7,7 +7,7 @@
 use crate::error::Result;
 use crate::graph::operand::MAX_RANK;
 use crate::graph::OperandDescriptor;
-use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{MoveKernel, Source};
 use crate::ops::reference::HostTensor;
 use crate::ops::wgsl::{BufRef, LowerContext, Lowering};
@@ -29,8 +29,8 @@ pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
         name: "triangular",
         operands: vec![
-            limits::tensor("input", SUPPORTED, 2, MAX_RANK as u32),
-            limits::tensor("output", SUPPORTED, 2, MAX_RANK as u32),
+            limits::tensor("input", ALL_TYPES, 2, MAX_RANK as u32),
+            limits::tensor("output", ALL_TYPES, 2, MAX_RANK as u32),
         ],
     }]
 }
@@ -54,7 +54,7 @@ pub fn lower(o: &TriangularOptions, cx: &LowerContext) -> Result<Lowering> {
     // diagonal to a range that decides the same (dimensions are below 2^31).
     let d = (o.diagonal as i64).clamp(-(rows as i64), cols as i64);
     let body = format!(
-        "    let col = i32(i % {cols}u);\n    let row = i32((i / {cols}u) % {rows}u);\n    let d = {d};\n    return select(0u, bits_input(i), {keep});"
+        "    let col = i32(i % {cols}u);\n    let row = i32((i / {cols}u) % {rows}u);\n    let d = {d};\n    return select(Bits(), bits_input(i), {keep});"
     );
     let launch = MoveKernel {
         sources: vec![Source { name: "input", buffer: BufRef::Input(0), descriptor: input }],

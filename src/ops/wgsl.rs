@@ -5,9 +5,11 @@
 //! Storage: float32, int32 and uint32 are stored natively. float16 is stored as 16-bit halves
 //! packed in `u32` words, computed in f32 and rounded to nearest even on store, so it works
 //! without the `shader-f16` feature; int8/uint8 are packed four to a word. Packed outputs are
-//! written one whole word per invocation, so no two invocations write the same word.
+//! written one whole word per invocation, so no two invocations write the same word. int64 and
+//! uint64 are two words per element (low, high), computed as `vec2<u32>` with the two-word
+//! arithmetic of [`WIDE_HELPERS`].
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::graph::{DataType, OperandDescriptor};
 
 /// Invocations per workgroup of the generic kernels.
@@ -63,9 +65,7 @@ pub fn value_type(data_type: DataType) -> Result<&'static str> {
         DataType::Float32 | DataType::Float16 => Ok("f32"),
         DataType::Int32 | DataType::Int8 => Ok("i32"),
         DataType::Uint32 | DataType::Uint8 => Ok("u32"),
-        DataType::Int64 | DataType::Uint64 => {
-            Err(Error::NotSupported(format!("{data_type} is not supported by the WebGPU kernels")))
-        }
+        DataType::Int64 | DataType::Uint64 => Ok("vec2<u32>"),
     }
 }
 
@@ -160,15 +160,93 @@ pub fn load_fn(name: &str, data_type: DataType) -> Result<String> {
         ),
         DataType::Uint8 => format!("return ({name}[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;"),
         DataType::Int8 => format!("return extractBits(bitcast<i32>({name}[i >> 2u]), (i & 3u) * 8u, 8u);"),
-        DataType::Int64 | DataType::Uint64 => unreachable_type(data_type)?,
+        DataType::Int64 | DataType::Uint64 => format!("return vec2<u32>({name}[2u * i], {name}[2u * i + 1u]);"),
     };
     Ok(format!("fn load_{name}(i: u32) -> {vt} {{ {body} }}\n"))
 }
 
-fn unreachable_type(data_type: DataType) -> Result<String> {
-    Err(Error::NotSupported(format!("{data_type} is not supported by the WebGPU kernels")))
+/// A WGSL `vec2<u32>` literal of a 64-bit integer (its two's complement low and high words).
+pub fn wide_literal(value: i128) -> String {
+    let bits = value as u64;
+    format!("vec2<u32>({}u, {}u)", bits as u32, (bits >> 32) as u32)
 }
 
+/// Two-word (int64/uint64) arithmetic on `vec2<u32>` values (x the low word, y the high one):
+/// wrapping add, sub, neg and mul (32x32 -> 64-bit products from 16-bit halves), comparisons in
+/// two's complement (`_i64`) or unsigned (`_u64`), and conversions from and to f32.
+pub const WIDE_HELPERS: &str = r#"
+fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let lo = a.x + b.x;
+    return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
+}
+fn sub64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    return vec2<u32>(a.x - b.x, a.y - b.y - select(0u, 1u, a.x < b.x));
+}
+fn neg64(a: vec2<u32>) -> vec2<u32> { return sub64(vec2<u32>(0u, 0u), a); }
+fn mul32x32(a: u32, b: u32) -> vec2<u32> {
+    let al = a & 0xffffu; let ah = a >> 16u; let bl = b & 0xffffu; let bh = b >> 16u;
+    let ll = al * bl; let lh = al * bh; let hl = ah * bl; let hh = ah * bh;
+    let mid = (ll >> 16u) + (lh & 0xffffu) + (hl & 0xffffu);
+    return vec2<u32>((mid << 16u) | (ll & 0xffffu), hh + (lh >> 16u) + (hl >> 16u) + (mid >> 16u));
+}
+fn mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let p = mul32x32(a.x, b.x);
+    return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x);
+}
+fn eq64(a: vec2<u32>, b: vec2<u32>) -> bool { return a.x == b.x && a.y == b.y; }
+fn lt_u64(a: vec2<u32>, b: vec2<u32>) -> bool { return a.y < b.y || (a.y == b.y && a.x < b.x); }
+fn lt_i64(a: vec2<u32>, b: vec2<u32>) -> bool {
+    let ah = bitcast<i32>(a.y); let bh = bitcast<i32>(b.y);
+    return ah < bh || (ah == bh && a.x < b.x);
+}
+fn is_neg64(a: vec2<u32>) -> bool { return (a.y & 0x80000000u) != 0u; }
+// The value as f32, rounded to nearest even once (not via f32(hi) * 2^32 + f32(lo), which rounds
+// twice): the leading 32 bits, a sticky bit for the rest.
+fn u64_to_f32(a: vec2<u32>) -> f32 {
+    if (a.y == 0u && a.x < 0x1000000u) { return f32(a.x); }
+    var top: u32;
+    var sticky: bool;
+    var scale: i32;
+    if (a.y == 0u) {
+        let lz = countLeadingZeros(a.x);
+        top = a.x << lz;
+        sticky = false;
+        scale = -i32(lz);
+    } else {
+        let lz = countLeadingZeros(a.y);
+        top = (a.y << lz) | select(a.x >> (32u - lz), 0u, lz == 0u);
+        sticky = (a.x << lz) != 0u;
+        scale = 32 - i32(lz);
+    }
+    var m = top >> 8u;
+    let rem = top & 0xffu;
+    if (rem > 0x80u || (rem == 0x80u && (sticky || (m & 1u) == 1u))) { m = m + 1u; }
+    return ldexp(f32(m), scale + 8);
+}
+fn i64_to_f32(a: vec2<u32>) -> f32 {
+    let m = u64_to_f32(select(a, neg64(a), is_neg64(a)));
+    return select(m, -m, is_neg64(a));
+}
+// Truncation toward zero of a finite |x| < 2^64 to its magnitude's two words: above 2^32, x is a
+// multiple of 2^9 and x - hi 2^32 is exact.
+fn f32_to_u64_mag(x: f32) -> vec2<u32> {
+    let t = trunc(abs(x));
+    let hi = floor(t / 4294967296.0);
+    return vec2<u32>(u32(t - hi * 4294967296.0), u32(hi));
+}
+fn f32_to_i64(x: f32) -> vec2<u32> {
+    if ((bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u) { return vec2<u32>(0u, 0u); }
+    if (x >= 9223372036854775808.0) { return vec2<u32>(0xffffffffu, 0x7fffffffu); }
+    if (x <= -9223372036854775808.0) { return vec2<u32>(0u, 0x80000000u); }
+    let m = f32_to_u64_mag(x);
+    return select(m, neg64(m), x < 0.0);
+}
+fn f32_to_u64(x: f32) -> vec2<u32> {
+    if (x >= 18446744073709551616.0) { return vec2<u32>(0xffffffffu, 0xffffffffu); }
+    if (!(x > 0.0)) { return vec2<u32>(0u, 0u); }
+    return f32_to_u64_mag(x);
+}
+"#;
 /// An expression converting value `v` (of the value type) to the bits stored for one element of
 /// a packed type.
 fn packed_bits(data_type: DataType, v: &str) -> String {
@@ -228,6 +306,9 @@ impl ElementwiseKernel<'_> {
         let out_type = self.output.data_type;
         let out_vt = value_type(out_type)?;
         let mut src = String::from(F16_HELPERS);
+        if out_type.is_wide() || self.inputs.iter().any(|(_, d)| d.data_type.is_wide()) {
+            src += WIDE_HELPERS;
+        }
         for (index, (name, desc)) in self.inputs.iter().enumerate() {
             src += &binding(index, name, desc.data_type, false);
             src += &load_fn(name, desc.data_type)?;
@@ -238,7 +319,10 @@ impl ElementwiseKernel<'_> {
         let count = self.output.element_count();
         let per_word = elements_per_word(out_type);
         let words = count.div_ceil(per_word);
-        let store = if per_word == 1 {
+        let store = if out_type.is_wide() {
+            // One invocation per element, writing its two words.
+            "let v = compute(t);\n    out[2u * t] = v.x;\n    out[2u * t + 1u] = v.y;".to_string()
+        } else if per_word == 1 {
             "out[t] = compute(t);".to_string()
         } else {
             let bits = 32 / per_word;

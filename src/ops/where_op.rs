@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::graph::operand::broadcast_shapes;
 use crate::graph::{DataType, OperandDescriptor};
-use crate::ops::limits::{self, OpLimits, SUPPORTED};
+use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::reference::{map_broadcast, HostTensor};
 use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, ElementwiseKernel, LowerContext, Lowering};
 
@@ -12,9 +12,9 @@ pub fn limits() -> Vec<OpLimits> {
         name: "where",
         operands: vec![
             limits::tensor("condition", &[DataType::Uint8], 0, 8),
-            limits::tensor("trueValue", SUPPORTED, 0, 8),
-            limits::tensor("falseValue", SUPPORTED, 0, 8),
-            limits::tensor("output", SUPPORTED, 0, 8),
+            limits::tensor("trueValue", ALL_TYPES, 0, 8),
+            limits::tensor("falseValue", ALL_TYPES, 0, 8),
+            limits::tensor("output", ALL_TYPES, 0, 8),
         ],
     }]
 }

@@ -42,6 +42,28 @@ impl Rng {
     pub fn shape(&mut self, rank: usize, max_dim: u32) -> Vec<u32> {
         (0..rank).map(|_| 1 + self.below(max_dim)).collect()
     }
+    /// A random int64/uint64 tensor mixing small values, values near 2^32 and 2^53 and beyond,
+    /// the type's extremes and full-range bit patterns (negative ones for int64), so that carries,
+    /// borrows, sign handling and the words above f64's precision are all exercised.
+    pub fn wide_tensor(&mut self, data_type: DataType, shape: &[u32]) -> HostTensor {
+        let d = OperandDescriptor::new(data_type, shape.to_vec());
+        let values = (0..d.element_count())
+            .map(|_| {
+                let r = self.next_u64();
+                let small = (r >> 8) as i128 % 201 - 100;
+                match self.below(7) {
+                    0 => small,
+                    1 => (1i128 << 32) + small,
+                    2 => (1i128 << 53) + small,
+                    3 => -(1i128 << 53) + small,
+                    4 => (if self.below(2) == 0 { i64::MIN as i128 } else { u64::MAX as i128 }) + small.rem_euclid(3),
+                    5 => (r >> self.below(64)) as i128,
+                    _ => r as i128,
+                }
+            })
+            .collect();
+        HostTensor::from_exact(d, values).unwrap()
+    }
     /// A tensor of random values in [lo, hi), rounded to the data type.
     pub fn tensor(&mut self, data_type: DataType, shape: &[u32], lo: f64, hi: f64) -> HostTensor {
         let d = OperandDescriptor::new(data_type, shape.to_vec());
@@ -160,6 +182,17 @@ pub fn assert_close(gpu: &[HostTensor], reference: &[HostTensor], ulp: u64, abs:
     assert_eq!(gpu.len(), reference.len(), "{what}: output count");
     for (k, (g, r)) in gpu.iter().zip(reference).enumerate() {
         assert_eq!(g.descriptor, r.descriptor, "{what}: output {k} descriptor");
+        if g.descriptor.data_type.is_wide() {
+            // Exact 64-bit values (their doubles may round several to the same value).
+            assert_eq!(g.exact.len(), r.exact.len(), "{what}: output {k} element count");
+            if let Some(i) = (0..g.exact.len()).find(|&i| g.exact[i] != r.exact[i]) {
+                panic!(
+                    "{what}: output {k} element {i}: gpu {} vs reference {} (shape {:?})",
+                    g.exact[i], r.exact[i], g.descriptor.shape
+                );
+            }
+            continue;
+        }
         for (i, (&a, &b)) in g.data.iter().zip(&r.data).enumerate() {
             let t = g.descriptor.data_type;
             let ok = if t.is_float() {

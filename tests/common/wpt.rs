@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use webnn_wgpu::graph::{DataType, GraphBuilder, Operand, OperandDescriptor};
+use webnn_wgpu::graph::{DataType, GraphBuilder, Number, Operand, OperandDescriptor};
 use webnn_wgpu::ops::{self, HostTensor, Op};
 use webnn_wgpu::runtime::{Context, Tensor, TensorDescriptor};
 use webnn_wgpu::{Error, Result};
@@ -33,12 +33,43 @@ pub fn number(v: &Value) -> f64 {
     }
 }
 
+/// An integer of the JSON data exactly (a number, or a string like "9007199254740995n" or
+/// "102"), for int64/uint64 values beyond 2^53; other values through [`number`].
+pub fn integer(v: &Value) -> i128 {
+    match v {
+        Value::Number(n) => n.as_i64().map(|i| i as i128).or(n.as_u64().map(|u| u as i128)),
+        Value::String(s) => s.trim_end_matches('n').parse::<i128>().ok(),
+        _ => None,
+    }
+    .unwrap_or_else(|| number(v) as i128)
+}
+
+/// An `MLNumber` option: a bigint string ("100n") stays exact.
+pub fn ml_number(v: &Value) -> Number {
+    match v {
+        Value::String(s) if s.ends_with('n') => Number::BigInt(integer(v)),
+        other => Number::Double(number(other)),
+    }
+}
+
 /// The values of a tensor; a single number for a larger shape fills it (WPT's large-input cases).
 fn numbers(v: &Value, count: u64) -> Vec<f64> {
     match v {
         Value::Array(a) => a.iter().map(number).collect(),
         other => vec![number(other); count.max(1) as usize],
     }
+}
+
+/// A tensor of the JSON data, int64/uint64 values exact.
+fn host_tensor(d: &OperandDescriptor, v: &Value) -> Result<HostTensor> {
+    if !d.data_type.is_wide() {
+        return HostTensor::new(d.clone(), numbers(v, d.element_count()));
+    }
+    let values = match v {
+        Value::Array(a) => a.iter().map(integer).collect(),
+        other => vec![integer(other); d.element_count().max(1) as usize],
+    };
+    HostTensor::from_exact(d.clone(), values)
 }
 
 fn descriptor(v: &Value) -> Result<OperandDescriptor> {
@@ -88,6 +119,9 @@ impl Args<'_> {
     }
     pub fn f64_option(&self, key: &str) -> Option<f64> {
         self.options().get(key).map(number)
+    }
+    pub fn number_option(&self, key: &str) -> Option<Number> {
+        self.options().get(key).map(ml_number)
     }
     pub fn bool_option(&self, key: &str) -> Option<bool> {
         self.options().get(key)?.as_bool()
@@ -149,8 +183,8 @@ pub fn parse_operator(name: &str, a: &Args) -> Result<(Op, Vec<Operand>)> {
             alpha: a.f64_option("alpha").unwrap_or(0.01),
         })),
         "clamp" => unary(Op::Activation(Activation::Clamp {
-            min_value: a.f64_option("minValue"),
-            max_value: a.f64_option("maxValue"),
+            min_value: a.number_option("minValue"),
+            max_value: a.number_option("maxValue"),
         })),
         "elu" => unary(Op::Activation(Activation::Elu {
             alpha: a.f64_option("alpha").unwrap_or(1.0),
@@ -507,14 +541,7 @@ async fn run_case_inner(ctx: &Context, case: &Value) -> Result<Outcome> {
     let empty = Map::new();
     for (id, input) in graph["inputs"].as_object().unwrap_or(&empty) {
         let d = descriptor(&input["descriptor"])?;
-        let bytes =
-            ops::reference::encode(&numbers(&input["data"], d.element_count()), d.data_type);
-        if d.data_type == DataType::Int64 || d.data_type == DataType::Uint64 {
-            return Ok(Outcome::Skip(format!(
-                "{} is not in opSupportLimits()",
-                d.data_type
-            )));
-        }
+        let bytes = host_tensor(&d, &input["data"])?.to_bytes();
         let operand = if input["constant"].as_bool().unwrap_or(false) {
             builder.constant(d.clone(), &bytes)?
         } else {
@@ -559,14 +586,6 @@ async fn run_case_inner(ctx: &Context, case: &Value) -> Result<Outcome> {
             .map(|&o| builder.descriptor(o).cloned())
             .collect::<Result<_>>()?;
         let desc_refs: Vec<&OperandDescriptor> = descs.iter().collect();
-        if let Op::Cast {
-            data_type: DataType::Int64 | DataType::Uint64,
-        } = op
-        {
-            return Ok(Outcome::Skip(
-                "64-bit integers are not in opSupportLimits()".into(),
-            ));
-        }
         if !supported(&op, &desc_refs) {
             return Ok(Outcome::Skip(format!(
                 "{name}: data types not in opSupportLimits()"
@@ -607,7 +626,7 @@ async fn run_case_inner(ctx: &Context, case: &Value) -> Result<Outcome> {
                 writable: false,
             })
             .await?;
-        let want = numbers(&e["data"], d.element_count());
+        let want = host_tensor(&d, &e["data"])?;
         results.push((id.clone(), t, d, want));
     }
     let graph = builder.build(&named).await?;
@@ -617,8 +636,14 @@ async fn run_case_inner(ctx: &Context, case: &Value) -> Result<Outcome> {
         .collect();
     ctx.dispatch(&graph, &feeds, &outs)?;
     for (id, t, d, want) in &results {
-        let got = HostTensor::from_bytes(d.clone(), &ctx.read_tensor(t).await?)?.data;
-        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let got = HostTensor::from_bytes(d.clone(), &ctx.read_tensor(t).await?)?;
+        if d.data_type.is_wide() {
+            if let Some(i) = (0..got.exact.len()).find(|&i| got.exact[i] != want.exact[i]) {
+                return Ok(Outcome::Fail(format!("{id}[{i}]: got {}, expected {}", got.exact[i], want.exact[i])));
+            }
+            continue;
+        }
+        for (i, (&g, &w)) in got.data.iter().zip(&want.data).enumerate() {
             let w = ops::reference::round_to(w, d.data_type);
             let ok = if d.data_type.is_float() {
                 (g.is_nan() && w.is_nan())
