@@ -1,5 +1,7 @@
 //! Native benchmarks (wgpu on Vulkan): `cargo run --release --example bench_native -- [memory] [matmul]`.
 //! Prints a table per benchmark with the physical reference measured in the same run.
+//! matmul sizes: `BENCH_MATMUL=256,512 BENCH_GEMV=1024` (defaults 1024,4096 and 4096,8192);
+//! `CUBLAS_TFLOPS=48.5` adds the ratio to a cuBLAS figure measured beside it.
 
 use std::time::Instant;
 use webnn_wgpu::graph::{DataType, GraphBuilder, OperandDescriptor};
@@ -115,15 +117,22 @@ fn time_dispatch(ctx: &Context, graph: &Graph, inputs: &[(String, webnn_wgpu::ru
     )
 }
 
-/// f32 matmul [m,k] x [k,n] with the weight as a constant, as a model holds it.
-fn matmul_seconds(ctx: &Context, m: u32, k: u32, n: u32, reps: usize) -> f64 {
+/// f32 matmul [m,k] x [k,n] with the weight as a constant, as a model holds it; with
+/// `transposed` the weight is stored [n,k] and multiplied through gemm's bTranspose.
+fn matmul_seconds(ctx: &Context, m: u32, k: u32, n: u32, transposed: bool, reps: usize) -> f64 {
+    use webnn_wgpu::ops::matmul::GemmOptions;
     use webnn_wgpu::runtime::TensorDescriptor;
     let a = OperandDescriptor::new(DataType::Float32, vec![m, k]);
     let w: Vec<u8> = (0..k as u64 * n as u64).flat_map(|i| (((i % 17) as f32 - 8.0) / 64.0).to_le_bytes()).collect();
     let mut b = GraphBuilder::new(ctx).unwrap();
     let x = b.input("x", a.clone()).unwrap();
-    let c = b.constant(OperandDescriptor::new(DataType::Float32, vec![k, n]), &w).unwrap();
-    let y = b.operator1(Op::Matmul, &[x, c], "").unwrap();
+    let (shape, op) = if transposed {
+        (vec![n, k], Op::Gemm(GemmOptions { b_transpose: true, ..Default::default() }))
+    } else {
+        (vec![k, n], Op::Matmul)
+    };
+    let c = b.constant(OperandDescriptor::new(DataType::Float32, shape), &w).unwrap();
+    let y = b.operator1(op, &[x, c], "").unwrap();
     let graph = pollster::block_on(b.build(&[("y".into(), y)])).unwrap();
     let tensor = |d: OperandDescriptor| pollster::block_on(ctx.create_tensor(TensorDescriptor { operand: d, readable: true, writable: true })).unwrap();
     let input = tensor(a);
@@ -131,18 +140,63 @@ fn matmul_seconds(ctx: &Context, m: u32, k: u32, n: u32, reps: usize) -> f64 {
     time_dispatch(ctx, &graph, &[("x".into(), input)], &[("y".into(), output)], reps)
 }
 
+/// Device-to-device copy bandwidth (read + write bytes per second) of `bytes`, the bound a
+/// bandwidth-limited kernel such as GEMV is measured against.
+fn copy_bandwidth(ctx: &Context, bytes: u64) -> f64 {
+    let buffer = |usage| ctx.device().create_buffer(&wgpu::BufferDescriptor { label: None, size: bytes, usage, mapped_at_creation: false });
+    let (src, dst) = (buffer(wgpu::BufferUsages::COPY_SRC), buffer(wgpu::BufferUsages::COPY_DST));
+    let run = |reps: usize| {
+        let t = Instant::now();
+        let mut encoder = ctx.device().create_command_encoder(&Default::default());
+        for _ in 0..reps {
+            encoder.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes);
+        }
+        ctx.queue().submit([encoder.finish()]);
+        pollster::block_on(ctx.flush()).unwrap();
+        t.elapsed().as_secs_f64() / reps as f64
+    };
+    run(1);
+    2.0 * bytes as f64 / median((0..3).map(|_| run(10)).collect())
+}
+
+/// Sizes from `BENCH_MATMUL` ("1024,4096" squares) and `BENCH_GEMV` ("4096,8192": 1xKxN with
+/// K = N), so a CPU adapter can run small ones.
+fn sizes(var: &str, default: &[u32]) -> Vec<u32> {
+    match std::env::var(var) {
+        Ok(v) => v.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
+        Err(_) => default.to_vec(),
+    }
+}
+
 fn matmul(ctx: &Context) {
-    println!("## matmul (native wgpu, {}; per dispatch, back-to-back dispatches)", ctx.adapter_info().name);
-    println!("| shape | time | throughput |");
-    println!("|---|---|---|");
-    for (m, k, n) in [(1024, 1024, 1024), (4096, 4096, 4096)] {
-        let s = matmul_seconds(ctx, m, k, n, if m >= 4096 { 5 } else { 20 });
-        println!("| {m}x{k}x{n} f32 | {:.2} ms | {:.2} TFLOP/s |", s * 1e3, 2.0 * m as f64 * k as f64 * n as f64 / s / 1e12);
+    let info = ctx.adapter_info();
+    println!("## matmul (native wgpu, {}, {:?}; per dispatch, back-to-back dispatches)", info.name, info.device_type);
+    let copy_bytes = 256 * MIB;
+    let copy = copy_bandwidth(ctx, copy_bytes);
+    println!("device copy {} MiB: {:.0} GB/s (read + write)", copy_bytes / MIB, copy / 1e9);
+    let torch = std::env::var("CUBLAS_TFLOPS").ok().and_then(|v| v.parse::<f64>().ok());
+    println!("| shape | time | throughput | ratio |");
+    println!("|---|---|---|---|");
+    for s in sizes("BENCH_MATMUL", &[1024, 4096]) {
+        let reps = if s >= 4096 { 5 } else { 20 };
+        let t = matmul_seconds(ctx, s, s, s, false, reps);
+        let tflops = 2.0 * (s as f64).powi(3) / t / 1e12;
+        let ratio = torch.map(|r| format!("{:.0}% of cuBLAS {r}", 100.0 * tflops / r)).unwrap_or_default();
+        println!("| {s}x{s}x{s} f32 | {:.3} ms | {tflops:.3} TFLOP/s | {ratio} |", t * 1e3);
     }
     // GEMV reads the whole weight once: bandwidth is what bounds it.
-    for (k, n) in [(4096, 4096), (8192, 8192)] {
-        let s = matmul_seconds(ctx, 1, k, n, 50);
-        println!("| 1x{k}x{n} f32 (GEMV) | {:.3} ms | {:.0} GB/s of weights |", s * 1e3, 4.0 * k as f64 * n as f64 / s / 1e9);
+    for s in sizes("BENCH_GEMV", &[4096, 8192]) {
+        for transposed in [false, true] {
+            let t = matmul_seconds(ctx, 1, s, s, transposed, 50);
+            let gbs = 4.0 * s as f64 * s as f64 / t;
+            let layout = if transposed { "weight [N,K], gemm bTranspose" } else { "weight [K,N]" };
+            println!(
+                "| 1x{s}x{s} f32 GEMV, {layout} | {:.3} ms | {:.1} GB/s of weights | {:.0}% of device copy |",
+                t * 1e3,
+                gbs / 1e9,
+                100.0 * gbs / copy
+            );
+        }
     }
 }
 

@@ -3,11 +3,20 @@
 //! Both lower to one matrix-product generator: `out[batch, m, n] = alpha * sum_k A[m, k] * B[k, n]
 //! + beta * C[m, n]`, with A and B read through strides (which covers gemm's transposes) and batch
 //! offsets broadcast from the output's batch index (matmul). Accumulation is in f32 for float32 and
-//! float16 alike. Two kernels:
-//! - tiled: 64x64 output tile per workgroup of 256 invocations, each computing a 4x4 block from
-//!   16-deep tiles of A and B staged in workgroup memory;
-//! - direct: for small M or N (M = 1 decoding), where a 64x64 tile would mostly compute padding:
-//!   each output word is summed by 8 invocations over interleaved slices of K.
+//! float16 alike (float16 stored packed two to a u32 word, so no `shader-f16` is needed). Kernels,
+//! chosen by shape and adapter:
+//! - tiled (M, N >= 16): register-blocked tiles of A and B in workgroup memory, loaded in quads
+//!   (vec4 for aligned float32), each invocation accumulating a `tm x tn` block in vec4 registers
+//!   with the k-loop unrolled; no bounds checks when M, N, K divide the tile. On a GPU 128x128
+//!   tiles (8x8 per invocation) when they give enough workgroups, else 64x64; on a CPU-emulated
+//!   adapter a 64x64 kernel with element loads, which llvmpipe runs faster.
+//! - GEMV (M <= 8, B contiguous along N: token decoding): coalesced quad loads across N, K split
+//!   over the workgroup's invocations and, on a GPU, over workgroups (partial sums added by a
+//!   second launch), so the weight is streamed once at memory bandwidth.
+//! - dot (A and B contiguous along K: N = 1, or gemm with bTranspose and small M): a group of
+//!   invocations per output, reduced in workgroup memory.
+//! - direct: the remaining small shapes (9..15 rows, or 2..8 columns with B strided along K):
+//!   each output word summed by 8 invocations over interleaved slices of K.
 
 use crate::error::{Error, Result};
 use crate::graph::operand::{broadcast_shapes, is_unidirectionally_broadcastable, MAX_RANK};
@@ -15,8 +24,8 @@ use crate::graph::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{coords, round_to, HostTensor};
 use crate::ops::wgsl::{
-    binding, broadcast_offset_fn, coords_fn, elements_per_word, literal, load_fn, BufRef, ElementwiseKernel, Launch,
-    LowerContext, Lowering, F16_HELPERS,
+    binding, broadcast_offset_fn, coords_fn, elements_per_word, literal, load_fn, BufRef, DeviceTraits, ElementwiseKernel,
+    Launch, LowerContext, Lowering, F16_HELPERS,
 };
 
 /// `MLGemmOptions`; `c` is passed as a third input when `has_c`.
@@ -145,21 +154,135 @@ struct Product<'a> {
     /// Already cast to the data type.
     alpha: f64,
     beta: f64,
+    device: DeviceTraits,
 }
 
-/// Outputs with fewer rows or columns than this use the direct kernel.
+/// The tiled kernel's shape: a workgroup of `wx * wy` invocations computes a
+/// `(wy * tm) x (wx * tn)` output tile, each invocation a `tm x tn` block, stepping K by `bk`
+/// through tiles of A and B staged in workgroup memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tiles {
+    pub wx: u32,
+    pub wy: u32,
+    pub tm: u32,
+    pub tn: u32,
+    pub bk: u32,
+}
+
+impl Tiles {
+    const fn new(wx: u32, wy: u32, tm: u32, tn: u32, bk: u32) -> Tiles {
+        Tiles { wx, wy, tm, tn, bk }
+    }
+    fn bm(&self) -> u32 {
+        self.wy * self.tm
+    }
+    fn bn(&self) -> u32 {
+        self.wx * self.tn
+    }
+    fn threads(&self) -> u32 {
+        self.wx * self.wy
+    }
+    /// Usable on the device: within its limits, blocks and k-steps in whole vec4s.
+    fn fits(&self, d: &DeviceTraits) -> bool {
+        let whole = self.wx > 0 && self.wy > 0 && [self.tm, self.tn, self.bk].iter().all(|&v| v > 0 && v % 4 == 0);
+        whole && self.threads() <= d.invocations && 4 * self.bk * (self.bm() + self.bn()) <= d.workgroup_storage
+    }
+}
+
+/// Tile shapes from largest to smallest, for a GPU: many outputs per invocation reuse registers
+/// (128x128 tiles, 8x8 each, 16-deep when workgroup storage allows: 34 TFLOP/s at 4096^3 on an
+/// H200, against 31 for 8-deep and 29 for 64x64 tiles). CPU adapters use [`Product::tiled_cpu`]
+/// unless a shape is forced.
+const GPU_TILES: &[Tiles] = &[
+    Tiles::new(16, 16, 8, 8, 16),
+    Tiles::new(16, 16, 8, 8, 8),
+    Tiles::new(16, 16, 4, 4, 16),
+    Tiles::new(8, 8, 4, 4, 16),
+];
+/// The largest tile is taken when it still gives this many workgroups (a GPU has up to ~150
+/// compute units).
+const GPU_MIN_GROUPS: u64 = 120;
+
+/// The GEMV kernel's shape: `wx` invocations along N (4 columns each) times `wk` along K, with
+/// K split over `splits` workgroups (whose partial sums a second launch adds) when the columns
+/// alone would give too few workgroups to keep a GPU's memory system busy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gemv {
+    pub wx: u32,
+    pub wk: u32,
+    pub splits: u32,
+}
+
+/// Workgroups the GEMV kernel aims for: enough loads in flight to saturate a GPU's bandwidth.
+const GPU_GEMV_GROUPS: u64 = 1024;
+/// M up to this uses the GEMV or dot kernel (every row in registers, the weight read once).
+const GEMV_ROWS: u32 = 8;
+/// Outputs with fewer rows or columns than this use the direct kernel when no other fits.
 const DIRECT_BELOW: u32 = 16;
 /// The direct kernel's output words per workgroup and the k-slices each word is split into.
 const DIRECT_WORDS: u64 = 32;
 const DIRECT_SLICES: u32 = 8;
+/// The CPU tiled kernel's square tile.
 const TILE: u32 = 64;
+
+/// Benchmarking override of the tile or GEMV shape (`WEBNN_WGPU_MATMUL_TILES=wx,wy,tm,tn,bk`,
+/// `WEBNN_WGPU_GEMV=wx,wk,splits`), so shapes can be tuned on a device without rebuilding.
+fn shape_override(name: &str) -> Option<Vec<u32>> {
+    if cfg!(target_arch = "wasm32") {
+        return None;
+    }
+    let v = std::env::var(name).ok()?;
+    v.split(',').map(|s| s.trim().parse().ok()).collect()
+}
+
+/// How a kernel reads an operand: element by element, or in quads of 4 elements consecutive in
+/// memory (`aligned`: the contiguous axis is a multiple of 4, so a quad never straddles rows and
+/// float32 loads as one vec4).
+fn operand_access(index: usize, name: &str, data_type: DataType, quads: bool, aligned: bool) -> Result<String> {
+    if !quads {
+        return Ok(binding(index, name, data_type, false) + &load_fn(name, data_type)?);
+    }
+    if aligned {
+        let mut s = match data_type {
+            DataType::Float16 => binding(index, name, data_type, false) + &format!(
+                "fn quad_{name}(e: u32) -> vec4<f32> {{ let w = e >> 1u; let lo = {name}[w]; let hi = {name}[w + 1u]; \
+                 return vec4<f32>(f16_to_f32(lo & 0xffffu), f16_to_f32(lo >> 16u), f16_to_f32(hi & 0xffffu), f16_to_f32(hi >> 16u)); }}\n"
+            ),
+            _ => format!(
+                "@group(0) @binding({index}) var<storage, read> {name}4: array<vec4<f32>>;\n\
+                 fn quad_{name}(e: u32) -> vec4<f32> {{ return {name}4[e >> 2u]; }}\n"
+            ),
+        };
+        s += &format!(
+            "fn quadc_{name}(e: u32, ok: bool) -> vec4<f32> {{ if (ok) {{ return quad_{name}(e); }} return vec4<f32>(0.0); }}\n"
+        );
+        return Ok(s);
+    }
+    Ok(binding(index, name, data_type, false)
+        + &load_fn(name, data_type)?
+        + &format!(
+            "fn quadn_{name}(e: u32, n: u32) -> vec4<f32> {{ var v = vec4<f32>(0.0); for (var i = 0u; i < min(n, 4u); i++) {{ v[i] = load_{name}(e + i); }} return v; }}\n"
+        ))
+}
+
+/// The quad of operand `name` starting at element `e`: `ok` says the row is in range and `c0` is
+/// the quad's first index along the contiguous axis of length `len`. Unchecked quads are in range.
+fn quad(name: &str, aligned: bool, checked: bool, e: &str, ok: &str, c0: &str, len: u32) -> String {
+    match (aligned, checked) {
+        (true, false) => format!("quad_{name}({e})"),
+        (true, true) => format!("quadc_{name}({e}, {ok} && {c0} < {len}u)"),
+        (false, _) => format!("quadn_{name}({e}, select(0u, {len}u - {c0}, {ok} && {c0} < {len}u))"),
+    }
+}
+
+const XYZW: [&str; 4] = ["x", "y", "z", "w"];
 
 impl Product<'_> {
     fn batch_count(&self) -> u64 {
         self.batch.iter().map(|&d| d as u64).product()
     }
 
-    /// WGSL helpers shared by both kernels: batch offsets and the epilogue `finish(acc, m, n)`.
+    /// WGSL helpers shared by all kernels: batch offsets and the epilogue `finish(acc, m, n)`.
     fn helpers(&self) -> String {
         let rank = self.batch.len();
         let mut s = coords_fn("batch", &self.batch);
@@ -188,14 +311,27 @@ impl Product<'_> {
     }
 
     fn lower(&self) -> Result<Lowering> {
-        if self.m < DIRECT_BELOW || self.n < DIRECT_BELOW {
+        let (m, n) = (self.m, self.n);
+        let ([_, sak], [sbk, sbn]) = (self.a_strides, self.b_strides);
+        let along_k = sak == 1 && sbk == 1;
+        if n <= GEMV_ROWS && along_k {
+            return Ok(Lowering::single(self.dot()?));
+        }
+        if m <= GEMV_ROWS && sbn == 1 {
+            return self.gemv();
+        }
+        if m <= GEMV_ROWS && along_k {
+            return Ok(Lowering::single(self.dot()?));
+        }
+        if m < DIRECT_BELOW || n < DIRECT_BELOW {
             return Ok(Lowering::single(self.direct()?));
         }
+        let tiles = self.choose_tiles();
         // A float16 word holds two neighbouring outputs; with an odd N they can fall in different
         // tiles, so the tiles write f32 to scratch and a second launch packs the words.
-        if self.data_type == DataType::Float16 && self.n % 2 == 1 {
+        if self.data_type == DataType::Float16 && n % 2 == 1 {
             let scratch = OperandDescriptor::new(DataType::Float32, self.out.shape.clone());
-            let tiled = self.tiled(DataType::Float32, BufRef::Scratch(0))?;
+            let tiled = self.tiled_for(tiles, DataType::Float32, BufRef::Scratch(0))?;
             let mut pack = ElementwiseKernel {
                 inputs: vec![("s", &scratch)],
                 output: self.out,
@@ -209,19 +345,96 @@ impl Product<'_> {
                 launches: vec![tiled, pack],
             });
         }
-        Ok(Lowering::single(self.tiled(self.data_type, BufRef::Output(0))?))
+        Ok(Lowering::single(self.tiled_for(tiles, self.data_type, BufRef::Output(0))?))
     }
 
-    /// Bindings (inputs, then `out` of `out_type`) and the shared helpers.
-    fn prologue(&self, out_type: DataType) -> Result<String> {
+    /// The largest tile (for the adapter kind) that still gives enough workgroups; the smallest
+    /// that fits the device's limits otherwise.
+    /// `None` on a CPU adapter: [`Self::tiled_cpu`].
+    fn choose_tiles(&self) -> Option<Tiles> {
+        let d = &self.device;
+        if let Some(v) = shape_override("WEBNN_WGPU_MATMUL_TILES") {
+            if let [wx, wy, tm, tn, bk] = v[..] {
+                let t = Tiles::new(wx, wy, tm, tn, bk);
+                if t.fits(d) {
+                    return Some(t);
+                }
+            }
+        }
+        if d.cpu {
+            return None;
+        }
+        let groups = |t: &Tiles| self.m.div_ceil(t.bm()) as u64 * self.n.div_ceil(t.bn()) as u64 * self.batch_count();
+        let fitting: Vec<Tiles> = GPU_TILES.iter().copied().filter(|t| t.fits(d)).collect();
+        // WebGPU's minimum limits (256 invocations, 16 KiB) fit every listed shape.
+        fitting.iter().copied().find(|t| groups(t) >= GPU_MIN_GROUPS).or(fitting.last().copied())
+    }
+
+    fn tiled_for(&self, tiles: Option<Tiles>, out_type: DataType, target: BufRef) -> Result<Launch> {
+        match tiles {
+            Some(t) => self.tiled(t, out_type, target),
+            None => self.tiled_cpu(out_type, target),
+        }
+    }
+
+    fn choose_gemv(&self) -> Gemv {
+        let (n, k) = (self.n, self.k);
+        if let Some(v) = shape_override("WEBNN_WGPU_GEMV") {
+            if let [wx, wk, splits] = v[..] {
+                if wx > 0 && wk > 0 && splits > 0 && wx * wk <= self.device.invocations {
+                    return Gemv { wx, wk, splits: splits.min(k.max(1)) };
+                }
+            }
+        }
+        // llvmpipe, 1x1024x1024: 10 ms with 16x16, 13 ms with 64x4 or 256x1, 16 ms split over 4.
+        if self.device.cpu {
+            return Gemv { wx: 16, wk: 16, splits: 1 };
+        }
+        let (wx, wk) = (64, 4);
+        let col_groups = n.div_ceil(4 * wx) as u64 * self.batch_count();
+        // Each split keeps at least 64 rows of K per invocation row, so the partial sums stay
+        // a small fraction of the traffic.
+        let splits = (GPU_GEMV_GROUPS / col_groups.max(1)).clamp(1, (k / (wk * 64)).max(1) as u64) as u32;
+        Gemv { wx, wk, splits }
+    }
+
+    /// Bindings of `a` and `b` (as `access` says), `c`, then `out` of `out_type` (as vec4s when
+    /// `out_vec`), the shared helpers and `store(c, row, col, o)`, which writes the 4 outputs at
+    /// `(row, col..col + 4)` of the matrix at element `o`, skipping those out of range.
+    fn prologue(&self, access: [(bool, bool); 2], out_type: DataType, out_vec: bool) -> Result<String> {
         let mut src = String::from(F16_HELPERS);
         let names = self.input_names();
         for (index, (name, d)) in names.iter().enumerate() {
-            src += &binding(index, name, d.data_type, false);
-            src += &load_fn(name, d.data_type)?;
+            src += &match index {
+                0 | 1 => operand_access(index, name, d.data_type, access[index].0, access[index].1)?,
+                _ => binding(index, name, d.data_type, false) + &load_fn(name, d.data_type)?,
+            };
         }
-        src += &binding(names.len(), "out", out_type, true);
+        let index = names.len();
+        if out_vec {
+            src += &format!("@group(0) @binding({index}) var<storage, read_write> out4: array<vec4<f32>>;\n");
+        } else {
+            src += &binding(index, "out", out_type, true);
+        }
         src += &self.helpers();
+        let (m, n) = (self.m, self.n);
+        let body = if out_vec {
+            format!(
+                "if (row < {m}u && col < {n}u) {{ out4[(o + row * {n}u + col) >> 2u] = vec4<f32>(finish(c.x, row, col), \
+                 finish(c.y, row, col + 1u), finish(c.z, row, col + 2u), finish(c.w, row, col + 3u)); }}"
+            )
+        } else if out_type == DataType::Float16 {
+            // N is even: each pair of outputs is one whole word.
+            format!(
+                "for (var p = 0u; p < 4u; p += 2u) {{ if (row < {m}u && col + p < {n}u) {{ \
+                 out[(o + row * {n}u + col + p) >> 1u] = f32_to_f16(finish(c[p], row, col + p)) | (f32_to_f16(finish(c[p + 1u], row, col + p + 1u)) << 16u); }} }}"
+            )
+        } else {
+            format!(
+                "for (var e = 0u; e < 4u; e++) {{ if (row < {m}u && col + e < {n}u) {{ out[o + row * {n}u + col + e] = finish(c[e], row, col + e); }} }}"
+            )
+        };
+        src += &format!("fn store(c: vec4<f32>, row: u32, col: u32, o: u32) {{ {body} }}\n");
         Ok(src)
     }
 
@@ -229,80 +442,170 @@ impl Product<'_> {
         (0..2 + self.c.is_some() as usize).map(BufRef::Input).collect()
     }
 
-    /// One workgroup per 32 output words, the 8 groups of 32 invocations each summing every
-    /// 8th k (so M = 1 still spreads over many invocations, and neighbouring invocations read
-    /// neighbouring columns of B), then adding the 8 partial sums. Each word is written whole.
-    fn direct(&self) -> Result<Launch> {
+    fn groups_fit(&self, groups: u64) -> Result<()> {
+        if groups > u32::MAX as u64 {
+            return Err(Error::Operation(format!("matmul: {groups} workgroups do not fit a 32-bit index")));
+        }
+        Ok(())
+    }
+
+    /// Register-blocked tiles: each invocation accumulates `tm x tn` outputs in vec4 registers
+    /// from `bk`-deep tiles of A and B that the workgroup loads in quads (vec4 for aligned
+    /// float32) into workgroup memory, A transposed so an invocation reads its rows as vec4s.
+    /// When M, N and K are tile multiples no load or store is bounds-checked.
+    fn tiled(&self, t: Tiles, out_type: DataType, target: BufRef) -> Result<Launch> {
         let (m, n, k) = (self.m, self.n, self.k);
         let [sam, sak] = self.a_strides;
         let [sbk, sbn] = self.b_strides;
-        let count = self.out.element_count();
-        let per_word = elements_per_word(self.data_type);
-        let words = count.div_ceil(per_word);
-        let groups = words.div_ceil(DIRECT_WORDS);
-        let store = if per_word == 1 {
-            "        let c0 = coords_out(t);\n        out[t] = finish(total.x, c0.y, c0.z);".to_string()
-        } else {
-            format!(
-                "        let c0 = coords_out(t * 2u);\n        var word = f32_to_f16(finish(total.x, c0.y, c0.z));\n\
-                 \x20       if (t * 2u + 1u < {count}u) {{\n            let c1 = coords_out(t * 2u + 1u);\n            word = word | (f32_to_f16(finish(total.y, c1.y, c1.z)) << 16u);\n        }}\n\
-                 \x20       out[t] = word;"
-            )
+        let (bm, bn, bk, threads) = (t.bm(), t.bn(), t.bk, t.threads());
+        let (bm4, bn4, bk4) = (bm / 4, bn / 4, bk / 4);
+        let (a_k, b_n) = (sak == 1, sbn == 1);
+        let a_al = if a_k { k % 4 == 0 } else { m % 4 == 0 };
+        let b_al = if b_n { n % 4 == 0 } else { k % 4 == 0 };
+        let checked = m % bm != 0 || n % bn != 0 || k % bk != 0;
+        let tiles_n = n.div_ceil(bn) as u64;
+        let per_batch = m.div_ceil(bm) as u64 * tiles_n;
+        let groups = per_batch * self.batch_count();
+        self.groups_fit(groups)?;
+        let out_vec = out_type == DataType::Float32 && n % 4 == 0;
+        let mut src = self.prologue([(true, a_al), (true, b_al)], out_type, out_vec)?;
+
+        let loads = |total: u32, body: &dyn Fn() -> String| {
+            let mut s = String::new();
+            for r in 0..total.div_ceil(threads) {
+                let guard = (r + 1) * threads > total;
+                s += &format!("        {{\n            let q = lid + {}u;\n", r * threads);
+                if guard {
+                    s += &format!("            if (q < {total}u) {{\n");
+                }
+                s += &body();
+                if guard {
+                    s += "            }\n";
+                }
+                s += "        }\n";
+            }
+            s
         };
-        let mut src = self.prologue(self.data_type)?;
+        let load_a = loads(bm * bk4, &|| {
+            if a_k {
+                let v = quad("a", a_al, checked, "ab + gm * SAMu + gk", &format!("gm < {m}u"), "gk", k);
+                let mut s = format!(
+                    "            let row = q / {bk4}u; let kq = (q % {bk4}u) * 4u; let gm = m0 + row; let gk = k0 + kq;\n\
+                     \x20           let v = {};\n",
+                    v.replace("SAM", &sam.to_string())
+                );
+                for (i, c) in XYZW.iter().enumerate() {
+                    s += &format!("            sa[(kq + {i}u) * {bm4}u + row / 4u][row % 4u] = v.{c};\n");
+                }
+                s
+            } else {
+                let v = quad("a", a_al, checked, &format!("ab + gk * {sak}u + gm"), &format!("gk < {k}u"), "gm", m);
+                format!(
+                    "            let kk = q / {bm4}u; let mq = (q % {bm4}u) * 4u; let gm = m0 + mq; let gk = k0 + kk;\n\
+                     \x20           sa[kk * {bm4}u + mq / 4u] = {v};\n"
+                )
+            }
+        });
+        let load_b = loads(bn * bk4, &|| {
+            if b_n {
+                let v = quad("b", b_al, checked, &format!("bb + gk * {sbk}u + gn"), &format!("gk < {k}u"), "gn", n);
+                format!(
+                    "            let kk = q / {bn4}u; let nq = (q % {bn4}u) * 4u; let gn = n0 + nq; let gk = k0 + kk;\n\
+                     \x20           sb[kk * {bn4}u + nq / 4u] = {v};\n"
+                )
+            } else {
+                let v = quad("b", b_al, checked, &format!("bb + gn * {sbn}u + gk"), &format!("gn < {n}u"), "gk", k);
+                let mut s = format!(
+                    "            let col = q / {bk4}u; let kq = (q % {bk4}u) * 4u; let gn = n0 + col; let gk = k0 + kq;\n\
+                     \x20           let v = {v};\n"
+                );
+                for (i, c) in XYZW.iter().enumerate() {
+                    s += &format!("            sb[(kq + {i}u) * {bn4}u + col / 4u][col % 4u] = v.{c};\n");
+                }
+                s
+            }
+        });
+        let (qm, qn) = (t.tm / 4, t.tn / 4);
+        let mut acc = String::new();
+        let mut compute = String::new();
+        let mut store = String::new();
+        for i in 0..qm {
+            for r in 0..4 {
+                for j in 0..qn {
+                    acc += &format!("    var c{i}_{r}_{j} = vec4<f32>(0.0);\n");
+                    store += &format!(
+                        "    store(c{i}_{r}_{j}, m0 + ({}u + ty) * 4u + {r}u, n0 + ({}u + tx) * 4u, o);\n",
+                        i * t.wy,
+                        j * t.wx
+                    );
+                }
+            }
+        }
+        for kk in 0..bk {
+            compute += "        {\n";
+            for i in 0..qm {
+                compute += &format!("            let a{i} = sa[{}u + ty];\n", kk * bm4 + i * t.wy);
+            }
+            for j in 0..qn {
+                compute += &format!("            let b{j} = sb[{}u + tx];\n", kk * bn4 + j * t.wx);
+            }
+            for i in 0..qm {
+                for (r, c) in XYZW.iter().enumerate() {
+                    for j in 0..qn {
+                        compute += &format!("            c{i}_{r}_{j} = fma(vec4<f32>(a{i}.{c}), b{j}, c{i}_{r}_{j});\n");
+                    }
+                }
+            }
+            compute += "        }\n";
+        }
         src += &format!(
-            r#"fn coords_out(i: u32) -> vec3<u32> {{ let r = i / {n}u; return vec3<u32>(r / {m}u, r % {m}u, i % {n}u); }}
-var<workgroup> partial: array<vec2<f32>, 256>;
-@compute @workgroup_size(256)
+            r#"var<workgroup> sa: array<vec4<f32>, {sa_len}>;
+var<workgroup> sb: array<vec4<f32>, {sb_len}>;
+@compute @workgroup_size({threads})
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
     let g = wid.x + wid.y * nwg.x;
     if (g >= {groups}u) {{ return; }}
-    let w = lid % {DIRECT_WORDS}u;
-    let slice = lid / {DIRECT_WORDS}u;
-    let t = g * {DIRECT_WORDS}u + w;
-    var acc = vec2<f32>(0.0);
-    for (var e = 0u; e < {per_word}u; e++) {{
-        let i = t * {per_word}u + e;
-        if (i < {count}u) {{
-            let c = coords_out(i);
-            let ab = a_base(c.x) + c.y * {sam}u;
-            let bb = b_base(c.x) + c.z * {sbn}u;
-            var s = 0.0;
-            for (var kk = slice; kk < {k}u; kk += {DIRECT_SLICES}u) {{ s = s + load_a(ab + kk * {sak}u) * load_b(bb + kk * {sbk}u); }}
-            acc[e] = s;
-        }}
+    let batch = g / {per_batch}u;
+    let tile = g % {per_batch}u;
+    let m0 = (tile / {tiles_n}u) * {bm}u;
+    let n0 = (tile % {tiles_n}u) * {bn}u;
+    let ab = a_base(batch);
+    let bb = b_base(batch);
+    let o = batch * {mn}u;
+    let tx = lid % {wx}u;
+    let ty = lid / {wx}u;
+{acc}    for (var k0 = 0u; k0 < {k}u; k0 += {bk}u) {{
+{load_a}{load_b}        workgroupBarrier();
+{compute}        workgroupBarrier();
     }}
-    partial[lid] = acc;
-    workgroupBarrier();
-    if (slice == 0u && t < {words}u) {{
-        var total = partial[w];
-        for (var j = 1u; j < {DIRECT_SLICES}u; j++) {{ total = total + partial[j * {DIRECT_WORDS}u + w]; }}
-{store}
-    }}
-}}
-"#
+{store}}}
+"#,
+            sa_len = bk * bm4,
+            sb_len = bk * bn4,
+            wx = t.wx,
+            mn = m as u64 * n as u64,
         );
         Ok(Launch {
             source: src,
             reads: self.reads(),
-            writes: vec![BufRef::Output(0)],
-            invocations: groups * 256,
-            workgroup_size: 256,
+            writes: vec![target],
+            invocations: groups * threads as u64,
+            workgroup_size: threads,
         })
     }
 
-    /// The tiled kernel writing `out_type` values to `target`.
-    fn tiled(&self, out_type: DataType, target: BufRef) -> Result<Launch> {
+    /// The tiled kernel for CPU adapters: 64x64 tiles of 4x4 per invocation from 16-deep tiles
+    /// loaded element by element. On llvmpipe it runs 1.5x faster than [`Self::tiled`] at the same
+    /// shape (quad loads become gathers across SIMD lanes there), see BENCHMARKS.md.
+    fn tiled_cpu(&self, out_type: DataType, target: BufRef) -> Result<Launch> {
         let (m, n, k) = (self.m, self.n, self.k);
         let [sam, sak] = self.a_strides;
         let [sbk, sbn] = self.b_strides;
         let tiles_n = n.div_ceil(TILE) as u64;
         let per_batch = m.div_ceil(TILE) as u64 * tiles_n;
         let groups = per_batch * self.batch_count();
-        if groups > u32::MAX as u64 {
-            return Err(Error::Operation(format!("matmul: {groups} workgroups do not fit a 32-bit index")));
-        }
-        let mut src = self.prologue(out_type)?;
+        self.groups_fit(groups)?;
+        let mut src = self.prologue([(false, false), (false, false)], out_type, false)?;
         // Tile loads: consecutive invocations read consecutive addresses of the operand, so the
         // fast tile axis is the one with stride 1 in memory.
         let (a_k, a_m) = if sak == 1 { ("e % 16u", "e / 16u") } else { ("e / 64u", "e % 64u") };
@@ -381,7 +684,255 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             workgroup_size: 256,
         })
     }
+
+    /// GEMV for M <= 8 with B contiguous along N: each invocation owns 4 neighbouring columns
+    /// (coalesced quad loads of a row of B) and every row of A, and sums a strided share of K;
+    /// the workgroup adds its K shares in workgroup memory. With K split over several
+    /// workgroups, the partial sums go to scratch and a second launch adds them.
+    fn gemv(&self) -> Result<Lowering> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        let [sam, sak] = self.a_strides;
+        let [sbk, _] = self.b_strides;
+        let g = self.choose_gemv();
+        let (wx, wk) = (g.wx, g.wk);
+        let threads = wx * wk;
+        let kc = k.div_ceil(g.splits).max(1);
+        let splits = k.div_ceil(kc).max(1);
+        let col_groups = n.div_ceil(4 * wx) as u64;
+        let groups = col_groups * self.batch_count() * splits as u64;
+        self.groups_fit(groups)?;
+        let b_al = n % 4 == 0;
+        // One pass stores finished outputs; float16 with an odd N needs the second pass's packing.
+        let two_pass = splits > 1 || (self.data_type == DataType::Float16 && n % 2 == 1);
+        let out_vec = !two_pass && self.data_type == DataType::Float32 && b_al;
+        let out_type = if two_pass { DataType::Float32 } else { self.data_type };
+        let mut src = self.prologue([(false, false), (true, b_al)], out_type, out_vec)?;
+        let qb = |kk: &str| quad("b", b_al, false, &format!("bb + ({kk}) * {sbk}u + col"), "", "", 0);
+        let qb = |kk: &str| if b_al { qb(kk) } else { format!("quadn_b(bb + ({kk}) * {sbk}u + col, {n}u - col)") };
+        let fma_rows = |bv: &str, kk: &str| {
+            (0..m)
+                .map(|r| format!("            acc{r} = fma(vec4<f32>(load_a(ab + {} + ({kk}) * {sak}u)), {bv}, acc{r});\n", r * sam))
+                .collect::<String>()
+        };
+        let mut decl = String::new();
+        let mut reduce = String::new();
+        let mut write = String::new();
+        let rows = self.batch_count() * m as u64;
+        for r in 0..m {
+            decl += &format!("    var acc{r} = vec4<f32>(0.0);\n    var res{r} = vec4<f32>(0.0);\n");
+            reduce += &format!(
+                "    red[lid] = acc{r};\n    workgroupBarrier();\n\
+                 \x20   if (tk == 0u) {{ res{r} = red[tx]; for (var j = 1u; j < {wk}u; j++) {{ res{r} = res{r} + red[j * {wx}u + tx]; }} }}\n\
+                 \x20   workgroupBarrier();\n"
+            );
+            write += &if two_pass {
+                format!(
+                    "        for (var e = 0u; e < 4u; e++) {{ if (col + e < {n}u) {{ out[(split * {rows}u + batch * {m}u + {r}u) * {n}u + col + e] = res{r}[e]; }} }}\n"
+                )
+            } else {
+                format!("        store(res{r}, {r}u, col, batch * {mn}u);\n", mn = m as u64 * n as u64)
+            };
+        }
+        let mut unrolled = String::new();
+        for u in 0..4 {
+            unrolled += &format!("            let b{u} = {};\n", qb(&format!("kk + {}u", u * wk)));
+        }
+        for u in 0..4 {
+            unrolled += &fma_rows(&format!("b{u}"), &format!("kk + {}u", u * wk));
+        }
+        src += &format!(
+            r#"var<workgroup> red: array<vec4<f32>, {threads}>;
+@compute @workgroup_size({threads})
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let g = wid.x + wid.y * nwg.x;
+    if (g >= {groups}u) {{ return; }}
+    let split = g % {splits}u;
+    let rest = g / {splits}u;
+    let batch = rest / {col_groups}u;
+    let tx = lid % {wx}u;
+    let tk = lid / {wx}u;
+    let col = ((rest % {col_groups}u) * {wx}u + tx) * 4u;
+    let ab = a_base(batch);
+    let bb = b_base(batch);
+    let ke = min(split * {kc}u + {kc}u, {k}u);
+{decl}    if (col < {n}u) {{
+        var kk = split * {kc}u + tk;
+        for (; kk + {w3}u < ke; kk += {w4}u) {{
+{unrolled}        }}
+        for (; kk < ke; kk += {wk}u) {{
+            let b0 = {q0};
+{f0}        }}
+    }}
+{reduce}    if (tk == 0u && col < {n}u) {{
+{write}    }}
+}}
+"#,
+            w3 = 3 * wk,
+            w4 = 4 * wk,
+            q0 = qb("kk"),
+            f0 = fma_rows("b0", "kk"),
+        );
+        let main = Launch {
+            source: src,
+            reads: self.reads(),
+            writes: vec![if two_pass { BufRef::Scratch(0) } else { BufRef::Output(0) }],
+            invocations: groups * threads as u64,
+            workgroup_size: threads,
+        };
+        if !two_pass {
+            return Ok(Lowering::single(main));
+        }
+        let count = self.out.element_count();
+        let partial = OperandDescriptor::new(DataType::Float32, vec![(count * splits as u64).min(u32::MAX as u64) as u32]);
+        let mut inputs = vec![("s", &partial)];
+        if let Some(c) = self.c {
+            inputs.push(("c", c));
+        }
+        let mut sum = ElementwiseKernel {
+            inputs,
+            output: self.out,
+            helpers: self.helpers(),
+            body: format!(
+                "    var acc = 0.0;\n    for (var s = 0u; s < {splits}u; s++) {{ acc = acc + load_s(s * {count}u + i); }}\n\
+                 \x20   return finish(acc, (i / {n}u) % {m}u, i % {n}u);"
+            ),
+        }
+        .build()?;
+        sum.reads = std::iter::once(BufRef::Scratch(0)).chain(self.c.map(|_| BufRef::Input(2))).collect();
+        Ok(Lowering::Kernels { scratch: vec![crate::ops::wgsl::buffer_size(&partial)], launches: vec![main, sum] })
+    }
+
+    /// Dot products along K when A and B are both contiguous along K (N = 1, or gemm with
+    /// bTranspose): a group of invocations per output reads both rows in coalesced quads and
+    /// adds its partial sums in workgroup memory.
+    fn dot(&self) -> Result<Launch> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        let [sam, _] = self.a_strides;
+        let [_, sbn] = self.b_strides;
+        let lanes: u32 = if self.device.cpu { 8 } else { 32 };
+        let threads = 256u32.min(self.device.invocations).max(2 * lanes);
+        let per_group = threads / lanes;
+        let count = self.out.element_count();
+        let groups = count.div_ceil(per_group as u64);
+        self.groups_fit(groups)?;
+        let al = k % 4 == 0;
+        let mut src = self.prologue([(true, al), (true, al)], self.data_type, false)?;
+        let qa = quad("a", al, false, "ae + q", "true", "q", k);
+        let qb = quad("b", al, false, "be + q", "true", "q", k);
+        let mut tree = String::new();
+        let mut stride = lanes / 2;
+        while stride > 0 {
+            tree += &format!("    if (t < {stride}u) {{ red[lid] = red[lid] + red[lid + {stride}u]; }}\n    workgroupBarrier();\n");
+            stride /= 2;
+        }
+        let store = if self.data_type == DataType::Float16 {
+            format!(
+                "if (r % 2u == 0u) {{\n        var word = f32_to_f16(finish(red[lid], c.y, c.z));\n\
+                 \x20       if (oi + 1u < {count}u) {{ let c1 = coords_out(oi + 1u); word = word | (f32_to_f16(finish(red[lid + {lanes}u], c1.y, c1.z)) << 16u); }}\n\
+                 \x20       out[oi >> 1u] = word;\n    }}"
+            )
+        } else {
+            "out[oi] = finish(red[lid], c.y, c.z);".to_string()
+        };
+        src += &format!(
+            r#"fn coords_out(i: u32) -> vec3<u32> {{ let r = i / {n}u; return vec3<u32>(r / {m}u, r % {m}u, i % {n}u); }}
+var<workgroup> red: array<f32, {threads}>;
+@compute @workgroup_size({threads})
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let g = wid.x + wid.y * nwg.x;
+    if (g >= {groups}u) {{ return; }}
+    let r = lid / {lanes}u;
+    let t = lid % {lanes}u;
+    let oi = g * {per_group}u + r;
+    let c = coords_out(oi);
+    var s = vec4<f32>(0.0);
+    if (oi < {count}u) {{
+        let ae = a_base(c.x) + c.y * {sam}u;
+        let be = b_base(c.x) + c.z * {sbn}u;
+        for (var q = t * 4u; q < {k}u; q += {step}u) {{ s = fma({qa}, {qb}, s); }}
+    }}
+    red[lid] = s.x + s.y + s.z + s.w;
+    workgroupBarrier();
+{tree}    if (t == 0u && oi < {count}u) {{
+    {store}
+    }}
+}}
+"#,
+            step = 4 * lanes,
+        );
+        Ok(Launch {
+            source: src,
+            reads: self.reads(),
+            writes: vec![BufRef::Output(0)],
+            invocations: groups * threads as u64,
+            workgroup_size: threads,
+        })
+    }
+
+    /// One workgroup per 32 output words, the 8 groups of 32 invocations each summing every
+    /// 8th k (so M = 1 still spreads over many invocations, and neighbouring invocations read
+    /// neighbouring columns of B), then adding the 8 partial sums. Each word is written whole.
+    fn direct(&self) -> Result<Launch> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        let [sam, sak] = self.a_strides;
+        let [sbk, sbn] = self.b_strides;
+        let count = self.out.element_count();
+        let per_word = elements_per_word(self.data_type);
+        let words = count.div_ceil(per_word);
+        let groups = words.div_ceil(DIRECT_WORDS);
+        let store = if per_word == 1 {
+            "        let c0 = coords_out(t);\n        out[t] = finish(total.x, c0.y, c0.z);".to_string()
+        } else {
+            format!(
+                "        let c0 = coords_out(t * 2u);\n        var word = f32_to_f16(finish(total.x, c0.y, c0.z));\n\
+                 \x20       if (t * 2u + 1u < {count}u) {{\n            let c1 = coords_out(t * 2u + 1u);\n            word = word | (f32_to_f16(finish(total.y, c1.y, c1.z)) << 16u);\n        }}\n\
+                 \x20       out[t] = word;"
+            )
+        };
+        let mut src = self.prologue([(false, false), (false, false)], self.data_type, false)?;
+        src += &format!(
+            r#"fn coords_out(i: u32) -> vec3<u32> {{ let r = i / {n}u; return vec3<u32>(r / {m}u, r % {m}u, i % {n}u); }}
+var<workgroup> partial: array<vec2<f32>, 256>;
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let g = wid.x + wid.y * nwg.x;
+    if (g >= {groups}u) {{ return; }}
+    let w = lid % {DIRECT_WORDS}u;
+    let slice = lid / {DIRECT_WORDS}u;
+    let t = g * {DIRECT_WORDS}u + w;
+    var acc = vec2<f32>(0.0);
+    for (var e = 0u; e < {per_word}u; e++) {{
+        let i = t * {per_word}u + e;
+        if (i < {count}u) {{
+            let c = coords_out(i);
+            let ab = a_base(c.x) + c.y * {sam}u;
+            let bb = b_base(c.x) + c.z * {sbn}u;
+            var s = 0.0;
+            for (var kk = slice; kk < {k}u; kk += {DIRECT_SLICES}u) {{ s = s + load_a(ab + kk * {sak}u) * load_b(bb + kk * {sbk}u); }}
+            acc[e] = s;
+        }}
+    }}
+    partial[lid] = acc;
+    workgroupBarrier();
+    if (slice == 0u && t < {words}u) {{
+        var total = partial[w];
+        for (var j = 1u; j < {DIRECT_SLICES}u; j++) {{ total = total + partial[j * {DIRECT_WORDS}u + w]; }}
+{store}
+    }}
+}}
+"#
+        );
+        Ok(Launch {
+            source: src,
+            reads: self.reads(),
+            writes: vec![BufRef::Output(0)],
+            invocations: groups * 256,
+            workgroup_size: 256,
+        })
+    }
+
 }
+
 
 pub fn lower_matmul(cx: &LowerContext) -> Result<Lowering> {
     let (a, b, out) = (cx.inputs[0], cx.inputs[1], cx.outputs[0]);
@@ -403,6 +954,7 @@ pub fn lower_matmul(cx: &LowerContext) -> Result<Lowering> {
         b_batch: b.shape[..rb - 2].to_vec(),
         alpha: 1.0,
         beta: 0.0,
+        device: cx.device,
     }
     .lower()
 }
@@ -428,6 +980,7 @@ pub fn lower_gemm(o: &GemmOptions, cx: &LowerContext) -> Result<Lowering> {
         b_batch: Vec::new(),
         alpha: round_to(o.alpha, t),
         beta: round_to(o.beta, t),
+        device: cx.device,
     }
     .lower()
 }

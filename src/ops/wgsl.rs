@@ -21,6 +21,25 @@ pub struct LowerContext<'a> {
     pub outputs: Vec<&'a OperandDescriptor>,
     /// The adapter has `shader-f16`.
     pub shader_f16: bool,
+    /// What kernels with a choice of shape (matmul's tiles) are tuned for.
+    pub device: DeviceTraits,
+}
+
+/// The adapter traits kernel selection depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceTraits {
+    /// A CPU emulating a GPU (llvmpipe, SwiftShader): small workgroups and tiles win there.
+    pub cpu: bool,
+    /// The device's `maxComputeWorkgroupStorageSize` and `maxComputeInvocationsPerWorkgroup`.
+    pub workgroup_storage: u32,
+    pub invocations: u32,
+}
+
+impl Default for DeviceTraits {
+    /// WebGPU's default limits on a GPU.
+    fn default() -> Self {
+        DeviceTraits { cpu: false, workgroup_storage: 16384, invocations: 256 }
+    }
 }
 
 /// A buffer a launch binds: an operand of the operator or a scratch buffer of the lowering.

@@ -188,6 +188,17 @@ impl Context {
         self.inner.shader_f16
     }
 
+    pub fn device_traits(&self) -> crate::ops::wgsl::DeviceTraits {
+        let (limits, info) = (&self.inner.limits, &self.inner.adapter_info);
+        crate::ops::wgsl::DeviceTraits {
+            // A browser reports SwiftShader as a fallback adapter only when it is one; its name says so.
+            cpu: info.device_type == wgpu::DeviceType::Cpu
+                || ["swiftshader", "llvmpipe", "lavapipe"].iter().any(|n| info.name.to_lowercase().contains(n)),
+            workgroup_storage: limits.max_compute_workgroup_storage_size,
+            invocations: limits.max_compute_invocations_per_workgroup,
+        }
+    }
+
     pub fn has_subgroups(&self) -> bool {
         self.inner.subgroups
     }

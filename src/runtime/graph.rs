@@ -137,6 +137,7 @@ impl Graph {
                 inputs: operator.inputs.iter().map(|&i| &d.descriptors[i]).collect(),
                 outputs: operator.outputs.iter().map(|&i| &d.descriptors[i]).collect(),
                 shader_f16: context.has_shader_f16(),
+                device: context.device_traits(),
             };
             let label = || if operator.label.is_empty() { operator.op.name().to_string() } else { operator.label.clone() };
             let lowering = ops::lower(&operator.op, &cx).map_err(|e| Error::Operation(format!("{}: {}", label(), e.message())))?;

@@ -1,0 +1,72 @@
+//! Every matmul kernel variant against the float64 reference, whatever adapter runs the tests:
+//! the GPU tile shapes and GEMV splits are forced through the benchmarking overrides (one test
+//! function, so the environment is not shared with concurrent tests). Shapes that divide the
+//! tiles (unchecked loads) and ones that do not, M = 1, N = 1, K = 1, broadcast batches, float16
+//! with even and odd N, gemm transposes with `c`.
+
+mod common;
+#[path = "common/product.rs"]
+mod product;
+use common::*;
+use product::check_product;
+use webnn_wgpu::graph::DataType;
+use webnn_wgpu::ops::matmul::GemmOptions;
+use webnn_wgpu::ops::Op;
+
+const MATMULS: &[(&[u32], &[u32])] = &[
+    (&[128, 32], &[32, 128]),
+    (&[64, 16], &[16, 64]),
+    (&[130, 33], &[33, 67]),
+    (&[20, 1], &[1, 24]),
+    (&[2, 1, 40, 20], &[3, 20, 36]),
+    (&[1, 300], &[300, 200]),
+    (&[3, 64], &[64, 130]),
+    (&[2, 1, 50], &[2, 50, 40]),
+    (&[1, 1], &[1, 9]),
+    (&[70, 64], &[64, 1]),
+    (&[5, 37], &[37, 1]),
+];
+
+fn gemms(rng: &mut Rng, data_type: DataType) -> Vec<(GemmOptions, Vec<webnn_wgpu::ops::HostTensor>, u32)> {
+    let mut v = Vec::new();
+    for &(m, k, n) in &[(64u32, 32u32, 128u32), (33, 17, 40), (1, 64, 48), (2, 30, 9)] {
+        for (a_transpose, b_transpose) in [(false, false), (true, false), (false, true), (true, true)] {
+            let sa = if a_transpose { [k, m] } else { [m, k] };
+            let sb = if b_transpose { [n, k] } else { [k, n] };
+            let inputs = vec![
+                rng.tensor(data_type, &sa, -1.0, 1.0),
+                rng.tensor(data_type, &sb, -1.0, 1.0),
+                rng.tensor(data_type, &[n], -1.0, 1.0),
+            ];
+            let o = GemmOptions { alpha: 0.5, beta: -1.5, a_transpose, b_transpose, has_c: true };
+            v.push((o, inputs, k));
+        }
+    }
+    v
+}
+
+fn run_all(rng: &mut Rng) {
+    let ctx = context();
+    for data_type in [DataType::Float32, DataType::Float16] {
+        for (a, b) in MATMULS {
+            let x = rng.tensor(data_type, a, -1.0, 1.0);
+            let y = rng.tensor(data_type, b, -1.0, 1.0);
+            check_product(&ctx, &Op::Matmul, &[x, y], a[a.len() - 1] as usize);
+        }
+        for (o, inputs, k) in gemms(rng, data_type) {
+            check_product(&ctx, &Op::Gemm(o), &inputs, k as usize);
+        }
+    }
+}
+
+#[test]
+fn every_kernel_variant_against_reference() {
+    let mut rng = Rng::new(21);
+    // The adapter's own choice first, then forced shapes.
+    run_all(&mut rng);
+    for (tiles, gemv) in [("16,16,8,8,16", "64,4,4"), ("16,16,4,4,16", "16,16,1"), ("8,8,4,4,16", "8,2,3")] {
+        std::env::set_var("WEBNN_WGPU_MATMUL_TILES", tiles);
+        std::env::set_var("WEBNN_WGPU_GEMV", gemv);
+        run_all(&mut rng);
+    }
+}
