@@ -149,10 +149,11 @@ impl ContextHandle {
     #[wasm_bindgen(js_name = readTensor)]
     pub fn read_tensor(&self, tensor: &TensorHandle) -> JsResult<Promise> {
         self.context.check_read(&tensor.tensor, None).map_err(to_js)?;
-        let context = self.context.clone();
-        let tensor = tensor.tensor.clone();
+        // Issued here, not when the promise's future first runs: the copy must come before
+        // the dispatches and writes the caller makes next.
+        let read = self.context.read_tensor(&tensor.tensor);
         Ok(future_to_promise(async move {
-            let bytes = context.read_tensor(&tensor).await.map_err(to_js)?;
+            let bytes = read.await.map_err(to_js)?;
             Ok(Uint8Array::from(bytes.as_slice()).into())
         }))
     }
