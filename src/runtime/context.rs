@@ -514,7 +514,15 @@ impl Context {
         if let Some(message) = self.inner.lost.get() {
             return Err(Error::InvalidState(message));
         }
-        mapped.map_err(|e| Error::Unknown(format!("reading the tensor failed: {e}")))?;
+        if let Err(e) = mapped {
+            // A mapping fails when the device is being lost, and the loss is reported a moment
+            // later: a read pending at the loss is an InvalidStateError, as the spec's tensor
+            // destruction on loss makes it.
+            if let Some(message) = self.loss_after_failure().await {
+                return Err(Error::InvalidState(message));
+            }
+            return Err(Error::Unknown(format!("reading the tensor failed: {e}")));
+        }
         let bytes = staging
             .slice(..)
             .get_mapped_range()
@@ -523,6 +531,17 @@ impl Context {
         staging.unmap();
         staging.destroy();
         Ok(bytes)
+    }
+
+    /// The loss message if the context is lost now or within about 200 ms.
+    async fn loss_after_failure(&self) -> Option<String> {
+        for _ in 0..20 {
+            if let Some(message) = self.inner.lost.get() {
+                return Some(message);
+            }
+            pause_ms(10).await;
+        }
+        self.inner.lost.get()
     }
 
     /// Copies a buffer to a mappable one and maps it.
@@ -580,6 +599,27 @@ async fn drive(context: Context) {
     deferred.busy.set(false);
     let waiting = std::mem::take(&mut *deferred.idle.borrow_mut());
     waiting.into_iter().for_each(|w| w.send(()));
+}
+
+/// Yields to the event loop for `ms` milliseconds (`setTimeout` of the window or worker).
+#[cfg(target_arch = "wasm32")]
+async fn pause_ms(ms: i32) {
+    use wasm_bindgen::JsCast;
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        let global = js_sys::global();
+        let timer = js_sys::Reflect::get(&global, &"setTimeout".into()).ok().and_then(|f| f.dyn_into::<js_sys::Function>().ok());
+        let scheduled = timer.map(|f| f.call2(&global, &resolve, &ms.into()).is_ok()).unwrap_or(false);
+        if !scheduled {
+            let _ = resolve.call0(&wasm_bindgen::JsValue::UNDEFINED);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+/// Natively the loss callback comes from the device (at destroy or in a poll): a short sleep.
+#[cfg(not(target_arch = "wasm32"))]
+async fn pause_ms(ms: i32) {
+    std::thread::sleep(std::time::Duration::from_millis(ms as u64));
 }
 
 /// Native sources complete at once, so deferred work runs to the end inside the call.
