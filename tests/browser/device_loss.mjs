@@ -2,7 +2,8 @@
 // driver reset or a GPU process crash does). MLContext.lost must resolve with a message, a
 // pending readTensor must reject with InvalidStateError, later calls must fail as the spec's
 // steps say (the context's graphs and tensors are destroyed by the loss), and
-// navigator.ml.createContext() must give a new context that computes.
+// navigator.ml.createContext() must give a new context that computes. Also out of memory: a
+// tensor over maxTensorByteLength is a TypeError, one over a memoryBudget a QuotaExceededError.
 import { start, openPage, writeOut } from './browser.mjs';
 
 const { browser, url, close } = await start();
@@ -78,6 +79,29 @@ try {
     const after = Array.from(new Float32Array(await fresh.readTensor(y2)));
     check('a new context computes', after.join() === '2,3,4,5', after);
     fresh.destroy();
+
+    // Out of memory: a tensor over the adapter's limit is a TypeError at createTensor, and an
+    // allocation over a memory budget a QuotaExceededError; the context keeps working.
+    const budgeted = await navigator.ml.createContext({ memoryBudget: 4096 });
+    const max = budgeted.opSupportLimits().maxTensorByteLength;
+    const huge = { dataType: 'float32', shape: [Math.min(2 ** 31 - 1, Math.floor(max / 4) + 1)] };
+    const hugeOutcome = await outcome(() => budgeted.createTensor(huge));
+    check(`a tensor over maxTensorByteLength (${max}) rejects with TypeError`, huge.shape[0] * 4 <= max || hugeOutcome === 'TypeError', hugeOutcome);
+    const big = { dataType: 'float32', shape: [768], readable: true, writable: true };
+    const first = await budgeted.createTensor(big);
+    const overBudget = await outcome(() => budgeted.createTensor(big));
+    check('a tensor over the memoryBudget rejects with QuotaExceededError', overBudget === 'QuotaExceededError', overBudget);
+    first.destroy();
+    const again = await outcome(() => budgeted.createTensor(big));
+    check('once memory is freed the same tensor is created', again === 'ok', again);
+    const g3 = await graphOn(budgeted);
+    const x3 = await budgeted.createTensor({ ...desc, writable: true });
+    const y3 = await budgeted.createTensor({ ...desc, readable: true });
+    budgeted.writeTensor(x3, new Float32Array([2, 2, 2, 2]));
+    budgeted.dispatch(g3, { x: x3 }, { y: y3 });
+    const computed = Array.from(new Float32Array(await budgeted.readTensor(y3)));
+    check('the budgeted context computes', computed.join() === '3,4,5,6', computed);
+    budgeted.destroy();
     const destroyed = await Promise.race([fresh.lost, timeout]);
     check('destroy() resolves lost with a message', destroyed && destroyed.message.length > 0, destroyed?.message);
     return results;
@@ -91,4 +115,4 @@ for (const c of checks) console.log(`${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.de
 writeOut('device_loss.json', checks);
 const failed = checks.filter((c) => !c.ok).length;
 console.log(`device_loss: ${checks.length - failed} passed, ${failed} failed`);
-process.exit(failed === 0 && checks.length >= 14 ? 0 : 1);
+process.exit(failed === 0 && checks.length >= 19 ? 0 : 1);
