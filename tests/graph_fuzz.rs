@@ -5,9 +5,10 @@
 //! reference of each operator family within a tolerance that grows with the inexact operators
 //! on the path.
 //!
-//! `GRAPH_FUZZ_CASES` sets the number of random cases (default 128, under a minute here). Failures
-//! proptest finds are kept in `tests/graph_fuzz.proptest-regressions` and replayed first; the
-//! bugs found so far are also explicit cases in `regressions()`.
+//! `GRAPH_FUZZ_CASES` sets the number of random cases (default 256: 5 to 30 s on 2 cores,
+//! depending on load). Failures proptest finds are saved in
+//! `tests/graph_fuzz.proptest-regressions` (commit it) and replayed first; `regressions()` runs an
+//! explicit corpus of edge cases every time.
 
 mod common;
 
@@ -613,8 +614,55 @@ fn compare(gpu: &HostTensor, reference: &HostTensor, depth: u32) -> Result<(), S
     Ok(())
 }
 
+/// Explicit cases kept as regression tests: shapes and types the random search reached that
+/// once broke the fuzzer or are edge cases worth running on every run.
+fn regression_corpus() -> Vec<Case> {
+    let input = |data_type: u8, shape: &[u32], constant: bool| InputSpec { data_type, shape: shape.to_vec(), constant };
+    let step = |family: u8, a: u8, b: u8, knobs: [u16; 6], corrupt: bool| Step { family, a, b, knobs, corrupt };
+    let mut corpus = vec![
+        // An int64 operand taken to rank 4 for conv2d: the reshape rejects the type, conv2d
+        // must then reject the operand with a TypeError.
+        Case { inputs: vec![input(0, &[], false), input(97, &[], false)], steps: vec![step(10, 151, 0, [0; 6], false)], seed: 0 },
+        // A dimension of 0 is a TypeError at input(); the case falls back to a valid input.
+        Case { inputs: vec![input(0, &[2, 0], false)], steps: vec![step(1, 0, 0, [4, 0, 0, 0, 0, 0], false)], seed: 1 },
+        // Scalars through reduce (no axes), pad, gather (axis out of range) and matmul (rank 0).
+        Case {
+            inputs: vec![input(0, &[], false), input(75, &[], true)],
+            steps: vec![step(3, 0, 0, [8, 0, 0, 1, 0, 0], false), step(13, 0, 0, [0; 6], false), step(12, 1, 0, [0; 6], false), step(8, 0, 0, [0; 6], false)],
+            seed: 2,
+        },
+        // Size-1 dimensions everywhere: broadcasting, softmax and pooling over 1x1 windows.
+        Case {
+            inputs: vec![input(0, &[1, 1, 1, 1], false), input(60, &[1, 3, 1, 2], false)],
+            steps: vec![step(0, 0, 1, [0, 7, 0, 0, 0, 0], false), step(9, 2, 0, [0, 3, 0, 0, 0, 0], false), step(11, 1, 0, [2, 1, 0, 1, 1, 1], false)],
+            seed: 3,
+        },
+    ];
+    // Every family once on a rank-3 float32 input, then corrupted.
+    for corrupt in [false, true] {
+        corpus.push(Case {
+            inputs: vec![input(0, &[2, 3, 4], false), input(0, &[3, 4], true)],
+            steps: (0..FAMILIES).map(|f| step(f, 0, 1, [f as u16 * 3 + 1, 5, 6, 7, 9, 11], corrupt)).collect(),
+            seed: 4,
+        });
+    }
+    corpus
+}
+
+#[test]
+fn regressions() {
+    let ctx = context();
+    let stats = Stats::default();
+    for (i, case) in regression_corpus().iter().enumerate() {
+        if let Err(e) = run_case(&ctx, &stats, case) {
+            panic!("regression case {i} failed: {e}\n{case:?}");
+        }
+    }
+    assert!(stats.graphs.get() >= 4, "the corpus stopped reaching the GPU");
+}
+
 fn cases() -> u32 {
-    std::env::var("GRAPH_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(128)
+    std::env::var("GRAPH_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
 }
 
 #[test]

@@ -184,3 +184,28 @@ fn loss_rejects_reads_and_later_calls_and_a_new_context_works() {
     let fresh = context();
     cycle(&fresh, 5);
 }
+
+/// A read returns the tensor as the work issued before it left it, even when more dispatches
+/// and writes follow before it is awaited (the spec's timeline; reads were once issued late).
+#[test]
+fn reads_see_the_state_at_the_time_they_are_issued() {
+    let ctx = context();
+    let d = OperandDescriptor::new(DataType::Float32, vec![4]);
+    let graph = small_graph(&ctx, 1.0).unwrap();
+    let x = tensor(&ctx, &d, true, true).unwrap();
+    let y = tensor(&ctx, &d, true, true).unwrap();
+    ctx.write_tensor(&x, &f32s(&[0.0; 4])).unwrap();
+    let first = ctx.read_tensor(&x);
+    ctx.write_tensor(&x, &f32s(&[1.0; 4])).unwrap();
+    ctx.dispatch(&graph, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+    let second = ctx.read_tensor(&y);
+    ctx.write_tensor(&y, &f32s(&[7.0; 4])).unwrap();
+    assert_eq!(block_on(first).unwrap(), f32s(&[0.0; 4]));
+    let want = ((2.0f64).exp() as f32).to_le_bytes();
+    let got = block_on(second).unwrap();
+    for chunk in got.chunks_exact(4) {
+        let (g, w) = (f32::from_le_bytes(chunk.try_into().unwrap()), f32::from_le_bytes(want));
+        assert!((g - w).abs() <= 1e-5 * w, "{g} vs {w}");
+    }
+    assert_eq!(block_on(ctx.read_tensor(&y)).unwrap(), f32s(&[7.0; 4]));
+}
