@@ -867,3 +867,18 @@ export function install({ force = false, backend, loader } = {}) {
 }
 
 export { ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor, MLWeightFile };
+
+/**
+ * Internal hooks for the robustness tests, not part of WebNN: `gpuDevice(context)` is the
+ * GPUDevice behind an MLContext (tests/browser/device_loss.mjs destroys it to simulate a lost
+ * device); `wasmMemoryBytes(context)` the size of the wasm memory (tests/browser/leaks.mjs).
+ */
+export const testing = Object.freeze({
+  gpuDevice(context) {
+    return slotOf(context, 'MLContext', 'context').handle.gpuDevice();
+  },
+  // The byte length of the wasm module's memory (it only grows).
+  wasmMemoryBytes(context) {
+    return slotOf(context, 'MLContext', 'context').handle.wasmMemoryBytes();
+  },
+});

@@ -6,6 +6,9 @@
 #   web          wasm-bindgen tests in headless Chromium (tests/web.rs)
 #   conformance  the WPT cases through navigator.ml in headless Chromium
 #   invalid_use  invalid API calls and their exact spec errors
+#   robustness   device loss and out of memory (device_loss.mjs), chained dispatches in flight in
+#                a page and a Worker (concurrency.mjs), 45 s of seeded random API calls (fuzz.mjs)
+#   leaks        graph cycles for 60 s and 60 context cycles: deviceBytes, wasm memory, JS heap
 #   demo         the webpack bundle of www/ and the demo page, screenshot in out/demo.png
 #   weights      weight files from OPFS, File and Blob through openWeights, and the disk tier
 #   moe_reference  the MoE demo's model code against reference.json in Node (no GPU)
@@ -51,6 +54,10 @@ web_tests() {
     cargo test --target wasm32-unknown-unknown --test web
 }
 
+robustness() {
+  node tests/browser/device_loss.mjs && node tests/browser/concurrency.mjs && node tests/browser/fuzz.mjs
+}
+
 demo() {
   npx --no-install webpack --mode production --no-stats && node tests/browser/demo.mjs
 }
@@ -61,6 +68,8 @@ stage wasm bash scripts/build-wasm.sh
 stage web web_tests
 stage conformance node tests/browser/conformance.mjs
 stage invalid_use node tests/browser/invalid_use.mjs
+stage robustness robustness
+stage leaks node tests/browser/leaks.mjs
 stage demo demo
 stage weights node tests/browser/weights.mjs
 stage moe_reference node tests/browser/moe_reference.mjs

@@ -85,6 +85,23 @@ impl ContextHandle {
         self.context.destroy();
     }
 
+    /// Internal test hook, not WebNN: the `GPUDevice` behind the context, so that the tests can
+    /// lose it with `device.destroy()` as a driver reset would.
+    #[wasm_bindgen(js_name = gpuDevice)]
+    pub fn gpu_device(&self) -> JsValue {
+        self.context.device().as_webgpu().map(|d| JsValue::from(d.clone())).unwrap_or(JsValue::UNDEFINED)
+    }
+
+    /// Internal test hook, not WebNN: the byte length of this module's wasm memory, which the
+    /// leak tests watch.
+    #[wasm_bindgen(js_name = wasmMemoryBytes)]
+    pub fn wasm_memory_bytes(&self) -> f64 {
+        wasm_bindgen::memory()
+            .dyn_into::<js_sys::WebAssembly::Memory>()
+            .map(|m| m.buffer().unchecked_into::<js_sys::ArrayBuffer>().byte_length() as f64)
+            .unwrap_or(f64::NAN)
+    }
+
     #[wasm_bindgen(js_name = createBuilder)]
     pub fn create_builder(&self) -> JsResult<BuilderHandle> {
         let builder = GraphBuilder::new(&self.context).map_err(to_js)?;
@@ -132,10 +149,11 @@ impl ContextHandle {
     #[wasm_bindgen(js_name = readTensor)]
     pub fn read_tensor(&self, tensor: &TensorHandle) -> JsResult<Promise> {
         self.context.check_read(&tensor.tensor, None).map_err(to_js)?;
-        let context = self.context.clone();
-        let tensor = tensor.tensor.clone();
+        // Issued here, not when the promise's future first runs: the copy must come before
+        // the dispatches and writes the caller makes next.
+        let read = self.context.read_tensor(&tensor.tensor);
         Ok(future_to_promise(async move {
-            let bytes = context.read_tensor(&tensor).await.map_err(to_js)?;
+            let bytes = read.await.map_err(to_js)?;
             Ok(Uint8Array::from(bytes.as_slice()).into())
         }))
     }

@@ -451,25 +451,56 @@ impl Context {
         Ok(())
     }
 
-    /// `readTensor(tensor)`: the tensor's bytes once every queued operation writing it is done.
-    pub async fn read_tensor(&self, tensor: &Tensor) -> Result<Vec<u8>> {
-        self.check_read(tensor, None)?;
-        self.settled().await;
-        if let Some(e) = self.inner.deferred.error.borrow_mut().take() {
-            return Err(e);
+    /// `readTensor(tensor)`: the tensor's bytes as the work issued before this call left them.
+    /// The copy is issued now, in call order with the writes and dispatches around it (the spec's
+    /// timeline); only the wait for the mapping is asynchronous. Behind deferred work (a stream
+    /// from a weight file), the copy is queued in order with it.
+    pub fn read_tensor(&self, tensor: &Tensor) -> impl Future<Output = Result<Vec<u8>>> + 'static {
+        let context = self.clone();
+        let tensor = tensor.clone();
+        let issued = self.issue_read(&tensor);
+        async move {
+            let pending = match issued? {
+                Issued::Now(pending) => pending,
+                Issued::Deferred(receiver) => receiver.await?,
+            };
+            let bytes = context.finish_read(pending).await?;
+            if tensor.is_destroyed() {
+                return Err(Error::InvalidState("the MLTensor was destroyed while being read".into()));
+            }
+            Ok(bytes[..tensor.descriptor().byte_length() as usize].to_vec())
         }
-        self.check_not_lost()?;
-        let buffer = tensor.buffer().ok_or_else(|| Error::InvalidState("the MLTensor is destroyed".into()))?;
-        let byte_length = tensor.descriptor().byte_length() as usize;
-        let bytes = self.read_buffer(&buffer.buffer, buffer.size).await?;
-        if tensor.is_destroyed() {
-            return Err(Error::InvalidState("the MLTensor was destroyed while being read".into()));
-        }
-        Ok(bytes[..byte_length].to_vec())
     }
 
-    /// Copies a buffer to a mappable one and maps it.
-    pub(crate) async fn read_buffer(&self, buffer: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
+    fn issue_read(&self, tensor: &Tensor) -> Result<Issued> {
+        self.check_read(tensor, None)?;
+        if !self.is_deferring() {
+            if let Some(e) = self.inner.deferred.error.borrow_mut().take() {
+                return Err(e);
+            }
+            return self.start_tensor_read(tensor).map(Issued::Now);
+        }
+        let (sender, receiver) = oneshot::channel();
+        let (context, tensor) = (self.clone(), tensor.clone());
+        self.defer(DeferredOp::Run(Box::new(move || {
+            let failed = context.inner.deferred.error.borrow_mut().take();
+            sender.send(match failed {
+                Some(e) => Err(e),
+                None => context.start_tensor_read(&tensor),
+            });
+            Ok(())
+        })));
+        Ok(Issued::Deferred(receiver))
+    }
+
+    fn start_tensor_read(&self, tensor: &Tensor) -> Result<PendingRead> {
+        self.check_not_lost()?;
+        let buffer = tensor.buffer().ok_or_else(|| Error::InvalidState("the MLTensor is destroyed".into()))?;
+        Ok(self.start_read(&buffer.buffer, buffer.size))
+    }
+
+    /// Copies a buffer to a mappable one and starts mapping it.
+    fn start_read(&self, buffer: &wgpu::Buffer, size: u64) -> PendingRead {
         let device = &self.inner.device;
         let staging = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readTensor staging"),
@@ -480,15 +511,29 @@ impl Context {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readTensor") });
         encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
         self.inner.queue.submit([encoder.finish()]);
-        let (sender, receiver) = oneshot::channel();
+        let (sender, mapped) = oneshot::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |result| sender.send(result));
+        PendingRead { staging, mapped }
+    }
+
+    /// Waits for a started read and returns the bytes.
+    async fn finish_read(&self, pending: PendingRead) -> Result<Vec<u8>> {
+        let PendingRead { staging, mapped } = pending;
         // Native backends deliver the callback from poll(); on the web this is a no-op.
-        let _ = device.poll(wgpu::PollType::wait_indefinitely());
-        let mapped = receiver.await;
+        let _ = self.inner.device.poll(wgpu::PollType::wait_indefinitely());
+        let mapped = mapped.await;
         if let Some(message) = self.inner.lost.get() {
             return Err(Error::InvalidState(message));
         }
-        mapped.map_err(|e| Error::Unknown(format!("reading the tensor failed: {e}")))?;
+        if let Err(e) = mapped {
+            // A mapping fails when the device is being lost, and the loss is reported a moment
+            // later: a read pending at the loss is an InvalidStateError, as the spec's tensor
+            // destruction on loss makes it.
+            if let Some(message) = self.loss_after_failure().await {
+                return Err(Error::InvalidState(message));
+            }
+            return Err(Error::Unknown(format!("reading the tensor failed: {e}")));
+        }
         let bytes = staging
             .slice(..)
             .get_mapped_range()
@@ -499,6 +544,23 @@ impl Context {
         Ok(bytes)
     }
 
+    /// The loss message if the context is lost now or within about 200 ms.
+    async fn loss_after_failure(&self) -> Option<String> {
+        for _ in 0..20 {
+            if let Some(message) = self.inner.lost.get() {
+                return Some(message);
+            }
+            pause_ms(10).await;
+        }
+        self.inner.lost.get()
+    }
+
+    /// Copies a buffer to a mappable one and maps it.
+    pub(crate) async fn read_buffer(&self, buffer: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
+        let pending = self.start_read(buffer, size);
+        self.finish_read(pending).await
+    }
+
     /// Waits until the GPU has finished all submitted work (native); on the web, a read
     /// round-trip gives the same guarantee.
     pub async fn flush(&self) -> Result<()> {
@@ -506,6 +568,18 @@ impl Context {
         let probe = self.create_buffer_unchecked(4, "flush");
         self.read_buffer(&probe.buffer, 4).await.map(|_| ())
     }
+}
+
+/// A read whose copy is submitted, waiting for its staging buffer to map.
+struct PendingRead {
+    staging: wgpu::Buffer,
+    mapped: oneshot::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+}
+
+/// A read issued at once, or queued behind deferred work.
+enum Issued {
+    Now(PendingRead),
+    Deferred(oneshot::Receiver<Result<PendingRead>>),
 }
 
 /// The spec's "validating buffer with descriptor": the byte length must match exactly.
@@ -536,6 +610,27 @@ async fn drive(context: Context) {
     deferred.busy.set(false);
     let waiting = std::mem::take(&mut *deferred.idle.borrow_mut());
     waiting.into_iter().for_each(|w| w.send(()));
+}
+
+/// Yields to the event loop for `ms` milliseconds (`setTimeout` of the window or worker).
+#[cfg(target_arch = "wasm32")]
+async fn pause_ms(ms: i32) {
+    use wasm_bindgen::JsCast;
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        let global = js_sys::global();
+        let timer = js_sys::Reflect::get(&global, &"setTimeout".into()).ok().and_then(|f| f.dyn_into::<js_sys::Function>().ok());
+        let scheduled = timer.map(|f| f.call2(&global, &resolve, &ms.into()).is_ok()).unwrap_or(false);
+        if !scheduled {
+            let _ = resolve.call0(&wasm_bindgen::JsValue::UNDEFINED);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+/// Natively the loss callback comes from the device (at destroy or in a poll): a short sleep.
+#[cfg(not(target_arch = "wasm32"))]
+async fn pause_ms(ms: i32) {
+    std::thread::sleep(std::time::Duration::from_millis(ms as u64));
 }
 
 /// Native sources complete at once, so deferred work runs to the end inside the call.

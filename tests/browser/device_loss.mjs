@@ -1,0 +1,118 @@
+// Device loss in headless Chromium: the GPUDevice behind an MLContext is destroyed (what a
+// driver reset or a GPU process crash does). MLContext.lost must resolve with a message, a
+// pending readTensor must reject with InvalidStateError, later calls must fail as the spec's
+// steps say (the context's graphs and tensors are destroyed by the loss), and
+// navigator.ml.createContext() must give a new context that computes. Also out of memory: a
+// tensor over maxTensorByteLength is a TypeError, one over a memoryBudget a QuotaExceededError.
+import { start, openPage, writeOut } from './browser.mjs';
+
+const { browser, url, close } = await start();
+let checks = [];
+try {
+  const page = await openPage(browser, `${url}/tests/browser/harness.html`, 'device_loss');
+  await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
+  await page.evaluate(() => window.harness.ready);
+  checks = await page.evaluate(async () => {
+    const { testing } = await import('/pkg/webnn.js');
+    const results = [];
+    const check = (name, ok, detail) => results.push({ name, ok: !!ok, detail: String(detail) });
+    const outcome = async (f) => {
+      try {
+        await f();
+        return 'ok';
+      } catch (e) {
+        return e instanceof DOMException ? e.name : e?.constructor?.name ?? String(e);
+      }
+    };
+    const desc = { dataType: 'float32', shape: [4] };
+    const graphOn = async (ctx) => {
+      const b = new MLGraphBuilder(ctx);
+      const y = b.add(b.input('x', desc), b.constant(desc, new Float32Array([1, 2, 3, 4])));
+      return b.build({ y });
+    };
+    const ctx = await navigator.ml.createContext();
+    const graph = await graphOn(ctx);
+    const x = await ctx.createTensor({ ...desc, writable: true });
+    const y = await ctx.createTensor({ ...desc, readable: true });
+    ctx.writeTensor(x, new Float32Array([10, 10, 10, 10]));
+    ctx.dispatch(graph, { x }, { y });
+    const before = Array.from(new Float32Array(await ctx.readTensor(y)));
+    check('computes before the loss', before.join() === '11,12,13,14', before);
+
+    const builder = new MLGraphBuilder(ctx);
+    const input = builder.input('x', desc);
+    // Work in flight when the device goes: a dispatch and the read of its output.
+    ctx.dispatch(graph, { x }, { y });
+    const pending = ctx.readTensor(y).then(() => 'resolved', (e) => (e instanceof DOMException ? e.name : e.constructor.name));
+    const device = testing.gpuDevice(ctx);
+    check('the test hook reaches the GPUDevice', device && typeof device.destroy === 'function', device);
+    device.destroy();
+
+    const timeout = new Promise((resolve) => setTimeout(() => resolve(null), 10000));
+    const info = await Promise.race([ctx.lost, timeout]);
+    check('lost resolves with a message', info && typeof info.message === 'string' && info.message.length > 0, info?.message);
+    check('the pending readTensor rejects with InvalidStateError', (await pending) === 'InvalidStateError', await pending);
+    check('readTensor afterwards rejects with TypeError (the tensor is destroyed)',
+      (await outcome(() => ctx.readTensor(y))) === 'TypeError', await outcome(() => ctx.readTensor(y)));
+    check('writeTensor afterwards throws TypeError',
+      (await outcome(() => ctx.writeTensor(x, new Float32Array(4)))) === 'TypeError', await outcome(() => ctx.writeTensor(x, new Float32Array(4))));
+    check('dispatch afterwards throws InvalidStateError (the graph is destroyed)',
+      (await outcome(() => ctx.dispatch(graph, { x }, { y }))) === 'InvalidStateError', await outcome(() => ctx.dispatch(graph, { x }, { y })));
+    check('createTensor afterwards rejects with InvalidStateError',
+      (await outcome(() => ctx.createTensor(desc))) === 'InvalidStateError', await outcome(() => ctx.createTensor(desc)));
+    check('createConstantTensor afterwards rejects with InvalidStateError',
+      (await outcome(() => ctx.createConstantTensor(desc, new Float32Array(4)))) === 'InvalidStateError', '');
+    check('new MLGraphBuilder afterwards throws InvalidStateError',
+      (await outcome(() => new MLGraphBuilder(ctx))) === 'InvalidStateError', await outcome(() => new MLGraphBuilder(ctx)));
+    check('an existing builder\'s operator throws InvalidStateError',
+      (await outcome(() => builder.relu(input))) === 'InvalidStateError', await outcome(() => builder.relu(input)));
+    check('an existing builder\'s build rejects with InvalidStateError',
+      (await outcome(() => builder.build({ out: input }))) === 'InvalidStateError', await outcome(() => builder.build({ out: input })));
+    check('destroy() of the lost context is a no-op', (await outcome(() => ctx.destroy())) === 'ok', '');
+
+    const fresh = await navigator.ml.createContext();
+    const g2 = await graphOn(fresh);
+    const x2 = await fresh.createTensor({ ...desc, writable: true });
+    const y2 = await fresh.createTensor({ ...desc, readable: true });
+    fresh.writeTensor(x2, new Float32Array([1, 1, 1, 1]));
+    fresh.dispatch(g2, { x: x2 }, { y: y2 });
+    const after = Array.from(new Float32Array(await fresh.readTensor(y2)));
+    check('a new context computes', after.join() === '2,3,4,5', after);
+    fresh.destroy();
+
+    // Out of memory: a tensor over the adapter's limit is a TypeError at createTensor, and an
+    // allocation over a memory budget a QuotaExceededError; the context keeps working.
+    const budgeted = await navigator.ml.createContext({ memoryBudget: 4096 });
+    const max = budgeted.opSupportLimits().maxTensorByteLength;
+    const huge = { dataType: 'float32', shape: [Math.min(2 ** 31 - 1, Math.floor(max / 4) + 1)] };
+    const hugeOutcome = await outcome(() => budgeted.createTensor(huge));
+    check(`a tensor over maxTensorByteLength (${max}) rejects with TypeError`, huge.shape[0] * 4 <= max || hugeOutcome === 'TypeError', hugeOutcome);
+    const big = { dataType: 'float32', shape: [768], readable: true, writable: true };
+    const first = await budgeted.createTensor(big);
+    const overBudget = await outcome(() => budgeted.createTensor(big));
+    check('a tensor over the memoryBudget rejects with QuotaExceededError', overBudget === 'QuotaExceededError', overBudget);
+    first.destroy();
+    const again = await outcome(() => budgeted.createTensor(big));
+    check('once memory is freed the same tensor is created', again === 'ok', again);
+    const g3 = await graphOn(budgeted);
+    const x3 = await budgeted.createTensor({ ...desc, writable: true });
+    const y3 = await budgeted.createTensor({ ...desc, readable: true });
+    budgeted.writeTensor(x3, new Float32Array([2, 2, 2, 2]));
+    budgeted.dispatch(g3, { x: x3 }, { y: y3 });
+    const computed = Array.from(new Float32Array(await budgeted.readTensor(y3)));
+    check('the budgeted context computes', computed.join() === '3,4,5,6', computed);
+    budgeted.destroy();
+    const destroyed = await Promise.race([fresh.lost, timeout]);
+    check('destroy() resolves lost with a message', destroyed && destroyed.message.length > 0, destroyed?.message);
+    return results;
+  });
+} catch (e) {
+  checks.push({ name: 'harness', ok: false, detail: e.message.split('\n')[0] });
+} finally {
+  await close();
+}
+for (const c of checks) console.log(`${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`);
+writeOut('device_loss.json', checks);
+const failed = checks.filter((c) => !c.ok).length;
+console.log(`device_loss: ${checks.length - failed} passed, ${failed} failed`);
+process.exit(failed === 0 && checks.length >= 19 ? 0 : 1);

@@ -1,0 +1,147 @@
+// Leaks in headless Chromium: cycles of build -> createTensor -> write -> dispatch -> read ->
+// destroy on one context, then cycles of whole contexts. After every graph cycle
+// memoryInfo().deviceBytes must be back where it started; after a warm-up and a garbage
+// collection (the wasm-bindgen handles are freed by a FinalizationRegistry), the wasm memory
+// must not grow and the JS heap must stay within a bound.
+// CYCLES (default 10000) caps the graph cycles, SECONDS (default 60) bounds their time;
+// CONTEXT_CYCLES (default 30) sets the context cycles.
+import { start, openPage, writeOut } from './browser.mjs';
+
+const maxCycles = Number(process.env.CYCLES ?? 10000);
+const seconds = Number(process.env.SECONDS ?? 60);
+const contextCycles = Number(process.env.CONTEXT_CYCLES ?? 30);
+const BATCH = 250;
+const WARMUP_BATCHES = 2;
+// The JS heap may move by this much between collections (V8's own bookkeeping, code caches).
+const HEAP_SLACK = 4 << 20;
+
+const { browser, url, close } = await start();
+const failures = [];
+const report = { graphCycles: 0, contextCycles: 0, samples: [] };
+try {
+  const page = await openPage(browser, `${url}/tests/browser/harness.html`, 'leaks');
+  await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
+  await page.evaluate(() => window.harness.ready);
+  const cdp = await page.context().newCDPSession(page);
+  // Collects garbage, lets the FinalizationRegistry callbacks run, and samples the memory.
+  const sample = async () => {
+    await cdp.send('HeapProfiler.collectGarbage');
+    await page.evaluate(() => new Promise((r) => setTimeout(r, 50)));
+    await cdp.send('HeapProfiler.collectGarbage');
+    return page.evaluate(() => ({
+      wasm: window.leaks.testing.wasmMemoryBytes(window.leaks.ctx),
+      heap: performance.memory?.usedJSHeapSize ?? NaN,
+      device: window.leaks.ctx.memoryInfo().deviceBytes,
+      host: window.leaks.ctx.memoryInfo().hostBytes,
+    }));
+  };
+  await page.evaluate(async () => {
+    const { testing } = await import('/pkg/webnn.js');
+    const ctx = await navigator.ml.createContext();
+    const desc = { dataType: 'float32', shape: [4] };
+    const xs = new Float32Array([0, 0.5, -0.5, 1]);
+    // One cycle: y = exp(x + c) * c; returns an error message or ''.
+    const cycle = async (context, i) => {
+      const c = (i % 7) * 0.25;
+      const b = new MLGraphBuilder(context);
+      const k = b.constant(desc, new Float32Array(4).fill(c));
+      const y = b.mul(b.exp(b.add(b.input('x', desc), k)), k);
+      const graph = await b.build({ y });
+      const x = await context.createTensor({ ...desc, writable: true });
+      const out = await context.createTensor({ ...desc, readable: true });
+      context.writeTensor(x, xs);
+      context.dispatch(graph, { x }, { y: out });
+      const got = new Float32Array(await context.readTensor(out));
+      x.destroy();
+      out.destroy();
+      graph.destroy();
+      for (let j = 0; j < 4; j++) {
+        const want = Math.exp(Math.fround(xs[j] + c)) * c;
+        if (Math.abs(got[j] - want) > 1e-5 * Math.max(1, Math.abs(want))) return `cycle ${i}: ${got[j]} vs ${want}`;
+      }
+      return '';
+    };
+    window.leaks = { testing, ctx, cycle, baseline: ctx.memoryInfo().deviceBytes };
+  });
+
+  const t0 = Date.now();
+  let base = null;
+  let done = 0;
+  for (let batch = 0; done < maxCycles && (Date.now() - t0) / 1000 < seconds; batch++) {
+    const n = Math.min(BATCH, maxCycles - done);
+    const error = await page.evaluate(async ({ from, n }) => {
+      const { ctx, cycle, baseline } = window.leaks;
+      for (let i = from; i < from + n; i++) {
+        const e = await cycle(ctx, i);
+        if (e) return e;
+        const device = ctx.memoryInfo().deviceBytes;
+        if (device !== baseline) return `deviceBytes ${device} after cycle ${i}, baseline ${baseline}`;
+      }
+      return '';
+    }, { from: done, n });
+    done += n;
+    if (error) {
+      failures.push(error);
+      break;
+    }
+    const s = await sample();
+    report.samples.push({ cycles: done, ...s });
+    if (batch + 1 === WARMUP_BATCHES) base = s;
+  }
+  report.graphCycles = done;
+  report.graphSeconds = (Date.now() - t0) / 1000;
+  const last = report.samples.at(-1);
+  if (done < 1000) failures.push(`only ${done} graph cycles ran in ${seconds} s`);
+  if (base && last) {
+    if (last.wasm > base.wasm) failures.push(`wasm memory grew from ${base.wasm} to ${last.wasm} bytes after the warm-up`);
+    if (last.heap > base.heap + HEAP_SLACK) failures.push(`JS heap grew from ${base.heap} to ${last.heap} bytes after the warm-up`);
+    if (last.host !== base.host) failures.push(`hostBytes ${last.host}, ${base.host} after the warm-up`);
+  }
+
+  // Context cycles: create, compute, destroy (every other context is only dropped).
+  const t1 = Date.now();
+  const beforeContexts = await sample();
+  const contextError = await page.evaluate(async (n) => {
+    for (let i = 0; i < n; i++) {
+      const context = await navigator.ml.createContext();
+      const e = await window.leaks.cycle(context, i);
+      if (e) return `context ${i}: ${e}`;
+      if (context.memoryInfo().deviceBytes !== 0) return `context ${i} holds ${context.memoryInfo().deviceBytes} device bytes`;
+      if (i % 2 === 0) context.destroy();
+    }
+    return '';
+  }, contextCycles);
+  if (contextError) failures.push(contextError);
+  const afterContexts = await sample();
+  const moreContexts = await page.evaluate(async (n) => {
+    for (let i = 0; i < n; i++) {
+      const context = await navigator.ml.createContext();
+      const e = await window.leaks.cycle(context, i);
+      if (e) return e;
+      if (i % 2 === 0) context.destroy();
+    }
+    return '';
+  }, contextCycles);
+  if (moreContexts) failures.push(moreContexts);
+  const end = await sample();
+  report.contextCycles = 2 * contextCycles;
+  report.contextSeconds = (Date.now() - t1) / 1000;
+  report.contexts = { before: beforeContexts, afterFirst: afterContexts, afterSecond: end };
+  // The first round may grow the wasm heap to its working size; the second must reuse it.
+  if (end.wasm > afterContexts.wasm) failures.push(`wasm memory grew from ${afterContexts.wasm} to ${end.wasm} bytes over the second ${contextCycles} contexts`);
+  if (end.heap > afterContexts.heap + HEAP_SLACK) failures.push(`JS heap grew from ${afterContexts.heap} to ${end.heap} bytes over the second ${contextCycles} contexts`);
+  const still = await page.evaluate(async () => (await window.leaks.cycle(window.leaks.ctx, 1)) || 'ok');
+  if (still !== 'ok') failures.push(`the first context no longer computes: ${still}`);
+} catch (e) {
+  failures.push(`harness: ${e.message.split('\n')[0]}`);
+} finally {
+  await close();
+}
+const first = report.samples[WARMUP_BATCHES - 1];
+const last = report.samples.at(-1);
+console.log(`graph cycles: ${report.graphCycles} in ${report.graphSeconds} s; after warm-up (${first?.cycles} cycles) wasm ${first?.wasm} B, JS heap ${first?.heap} B; at the end wasm ${last?.wasm} B, JS heap ${last?.heap} B, deviceBytes ${last?.device}`);
+console.log(`context cycles: ${report.contextCycles} in ${report.contextSeconds} s; wasm ${report.contexts?.before.wasm} -> ${report.contexts?.afterFirst.wasm} -> ${report.contexts?.afterSecond.wasm} B, JS heap ${report.contexts?.before.heap} -> ${report.contexts?.afterFirst.heap} -> ${report.contexts?.afterSecond.heap} B`);
+for (const f of failures) console.log(`FAIL ${f}`);
+writeOut('leaks.json', { ...report, failures });
+console.log(`leaks: ${failures.length === 0 ? 'ok' : `${failures.length} failed`}`);
+process.exit(failures.length === 0 ? 0 : 1);
