@@ -448,6 +448,64 @@ class MLWeightFile {
 }
 setInterfaceName(MLWeightFile, 'MLWeightFile');
 
+// The byte reader under MLWeightFile (imported by src/weights/source.rs): a blob range read
+// with blob.stream() and coalesced into one staging ArrayBuffer, reused for every chunk (a
+// BYOB reader fills it in place where the browser has one; otherwise the stream's chunks are
+// copied in). next(n) resolves to a view of the next n bytes, valid until the next call.
+// Staging buffers go back to a small pool on close(), so loading tensor after tensor
+// allocates nothing per chunk or per tensor.
+const stagingPool = [];
+const STAGING_POOL_SIZE = 4;
+
+export class BlobRangeReader {
+  constructor(blob, offset, length, stagingBytes) {
+    const stream = blob.slice(offset, offset + length).stream();
+    try {
+      this.reader = stream.getReader({ mode: 'byob' });
+      this.byob = true;
+    } catch {
+      this.reader = stream.getReader();
+      this.byob = false;
+    }
+    const i = stagingPool.findIndex((b) => b.byteLength >= stagingBytes);
+    this.staging = i >= 0 ? stagingPool.splice(i, 1)[0] : new ArrayBuffer(stagingBytes);
+    this.pending = null;
+  }
+
+  async next(n) {
+    if (this.staging.byteLength < n) this.staging = new ArrayBuffer(n);
+    let filled = 0;
+    while (filled < n) {
+      if (this.byob) {
+        // The read transfers the staging buffer; the view it resolves to holds it again.
+        const { value, done } = await this.reader.read(new Uint8Array(this.staging, filled, n - filled));
+        if (value) this.staging = value.buffer;
+        if (done) break;
+        filled += value.byteLength;
+      } else {
+        if (this.pending === null) {
+          const { value, done } = await this.reader.read();
+          if (done) break;
+          this.pending = value;
+        }
+        const take = Math.min(this.pending.byteLength, n - filled);
+        new Uint8Array(this.staging, filled, take).set(this.pending.subarray(0, take));
+        filled += take;
+        this.pending = take < this.pending.byteLength ? this.pending.subarray(take) : null;
+      }
+    }
+    return new Uint8Array(this.staging, 0, filled);
+  }
+
+  close() {
+    this.reader.cancel().catch(() => {});
+    // A failed BYOB read leaves the buffer detached (byteLength 0): nothing to give back.
+    if (this.staging.byteLength > 0 && stagingPool.length < STAGING_POOL_SIZE) stagingPool.push(this.staging);
+    this.staging = null;
+    this.pending = null;
+  }
+}
+
 // ---- MLGraph ----
 
 class MLGraph {
