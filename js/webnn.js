@@ -435,12 +435,18 @@ class MLWeightFile {
   // [{ name, dataType, shape, byteLength, storedType, fileByteLength }].
   get tensors() { return slotOf(this, 'MLWeightFile', 'this').tensors; }
 
-  // A constant MLTensor whose bytes are streamed from the file to the GPU in chunks.
-  async constantTensor(name) {
+  // A constant MLTensor whose bytes are streamed from the file to the GPU in chunks. It resolves
+  // once they are on the GPU; with `options.wait` false, once the GPU buffer is allocated, the
+  // bytes streaming on in the background: a graph can be built with it meanwhile, and queue
+  // work issued after the call (dispatch, writeTensor, readTensor) waits for the stream, whose
+  // failure rejects the next readTensor.
+  async constantTensor(name, options) {
     const w = slotOf(this, 'MLWeightFile', 'this');
     if (arguments.length < 1) throw new TypeError('constantTensor() needs a tensor name');
     const n = toString(name);
-    const handle = await w.handle.constantTensor(n, w.onProgress);
+    const o = toDictionary(options, 'constantTensor(): options');
+    const wait = o.wait === undefined ? true : Boolean(o.wait);
+    const handle = await w.handle.constantTensor(n, w.onProgress, wait);
     const info = w.tensors.find((t) => t.name === n);
     const descriptor = { dataType: info.dataType, shape: info.shape, readable: false, writable: false };
     return new MLTensor(INTERNAL, handle, w.context, descriptor, true);

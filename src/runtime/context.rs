@@ -260,6 +260,20 @@ impl Context {
         }
     }
 
+    /// Streams a pending file-backed constant (see `WeightFile::pending_constant_tensor`) as
+    /// deferred queue work: writes and dispatches queued after this call wait for it, and a
+    /// failure is reported by the next `readTensor`. Natively it completes within the call.
+    pub fn stream_in_background(
+        &self,
+        constant: Rc<crate::memory::SharedConstant>,
+        mut progress: Box<dyn FnMut(u64, u64)>,
+    ) {
+        let context = self.clone();
+        self.defer(DeferredOp::Await(Box::pin(async move {
+            constant.stream(&context, &mut *progress).await.map(|_| ())
+        })));
+    }
+
     /// Resolves once no work is deferred.
     pub(crate) async fn settled(&self) {
         if self.is_deferring() {

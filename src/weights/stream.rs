@@ -132,6 +132,38 @@ impl WeightFile {
     }
 }
 
+impl WeightFile {
+    /// A constant tensor of tensor `name` whose GPU buffer is allocated but whose bytes are not
+    /// streamed yet (`constantTensor(name, {wait: false})`): a graph can be built with it at once.
+    /// Returns the constant too; its [`stream`](SharedConstant::stream) fills it, and a dispatch
+    /// of a graph using it first streams it if nothing did.
+    pub async fn pending_constant_tensor<S: Source + 'static>(
+        &self,
+        context: &Context,
+        source: &Rc<S>,
+        name: &str,
+        options: &LoadOptions,
+    ) -> Result<(Tensor, Rc<SharedConstant>)> {
+        if let Some(message) = context.lost_message() {
+            return Err(Error::InvalidState(message));
+        }
+        let info = self.tensor(name)?;
+        let descriptor = self.descriptor(context, info, options)?;
+        let size = buffer_size(&descriptor);
+        context.make_room(0, &|| size)?;
+        let buffer = context.create_buffer(size, "weight").await?;
+        let file = FileTensor {
+            source: source.clone(),
+            info: info.clone(),
+            target: descriptor.data_type,
+            options: options.clone(),
+        };
+        let constant = Rc::new(SharedConstant::new_pending(size, buffer, Rc::new(file)));
+        let descriptor = TensorDescriptor { operand: descriptor, readable: false, writable: false };
+        Ok((Tensor::new_constant(context, descriptor, constant.clone()), constant))
+    }
+}
+
 /// What a file-backed constant needs to stream its bytes again: the source, the tensor's
 /// header entry and the WebNN type it was converted to.
 struct FileTensor<S> {
@@ -146,11 +178,11 @@ impl<S: Source + 'static> Restream for FileTensor<S> {
         &'a self,
         context: &'a Context,
         buffer: &'a wgpu::Buffer,
+        progress: &'a mut dyn FnMut(u64, u64),
     ) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>> {
         Box::pin(async move {
             let stats =
-                stream_tensor(context, &*self.source, &self.info, self.target, buffer, &self.options, &mut |_, _| {})
-                    .await?;
+                stream_tensor(context, &*self.source, &self.info, self.target, buffer, &self.options, progress).await?;
             let memory = &context.inner.memory;
             memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
             Ok(stats.bytes_read)
