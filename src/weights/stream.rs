@@ -271,13 +271,16 @@ pub async fn stream_tensor<S: Source>(
         }
         progress(position - info.offset, total);
     }
-    fence.finish(context).await;
+    // The last group stays in flight: queue order puts it before any later use, and the GPU
+    // works through it while the next tensor is read.
+    fence.mark(context).await;
     Ok(stats)
 }
 
 /// Bounds the chunk writes queued but not yet on the GPU (their staging copies belong to the
 /// driver or the browser): each mark waits for the writes before the previous mark, so at
-/// most two groups of `max_chunks_in_flight` chunks are in flight while reading goes on.
+/// most two groups of `max_chunks_in_flight` chunks are in flight while reading goes on, and
+/// one when the stream returns.
 #[derive(Default)]
 struct WriteFence {
     previous: Option<Marker>,
@@ -294,14 +297,6 @@ impl WriteFence {
         let next = marker(context);
         if let Some(previous) = std::mem::replace(&mut self.previous, next) {
             wait(context, previous).await;
-        }
-    }
-
-    /// Waits for every write so far.
-    async fn finish(mut self, context: &Context) {
-        self.previous = None;
-        if let Some(last) = marker(context) {
-            wait(context, last).await;
         }
     }
 }
