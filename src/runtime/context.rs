@@ -347,18 +347,36 @@ impl Context {
 
     /// Creates a registered storage buffer; allocation failure becomes `UnknownError`.
     pub async fn create_buffer(&self, size: u64, label: &str) -> Result<DeviceBuffer> {
+        let (buffer, allocated) = self.create_buffer_checked_later(size, label);
+        allocated.await?;
+        Ok(buffer)
+    }
+
+    /// A storage buffer and the check of its allocation, which resolves after a GPU round trip:
+    /// the caller can queue writes to the buffer meanwhile (the weight loader streams into it)
+    /// and awaits the check before handing the buffer out. The error scopes cover only the
+    /// creation.
+    pub fn create_buffer_checked_later(
+        &self,
+        size: u64,
+        label: &str,
+    ) -> (DeviceBuffer, impl Future<Output = Result<()>> + 'static) {
         let scope = self.inner.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.inner.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let buffer = self.create_buffer_unchecked(size, label);
-        let invalid = validation.pop().await;
-        let oom = scope.pop().await;
-        if let Some(e) = oom {
-            return Err(Error::Unknown(format!("GPU allocation of {size} bytes failed: {e}")));
-        }
-        if let Some(e) = invalid {
-            return Err(Error::Unknown(format!("GPU buffer of {size} bytes could not be created: {e}")));
-        }
-        Ok(buffer)
+        let invalid = validation.pop();
+        let oom = scope.pop();
+        let check = async move {
+            let invalid = invalid.await;
+            if let Some(e) = oom.await {
+                return Err(Error::Unknown(format!("GPU allocation of {size} bytes failed: {e}")));
+            }
+            if let Some(e) = invalid {
+                return Err(Error::Unknown(format!("GPU buffer of {size} bytes could not be created: {e}")));
+            }
+            Ok(())
+        };
+        (buffer, check)
     }
 
     /// Creates a registered storage buffer without waiting for allocation errors.

@@ -115,9 +115,11 @@ impl WeightFile {
         let descriptor = self.descriptor(context, info, options)?;
         let size = buffer_size(&descriptor);
         context.make_room(0, &|| size)?;
-        let buffer = context.create_buffer(size, "weight").await?;
+        // Streaming starts before the allocation check comes back from the GPU.
+        let (buffer, allocated) = context.create_buffer_checked_later(size, "weight");
         let stats =
             stream_tensor(context, &**source, info, descriptor.data_type, &buffer.buffer, options, progress).await?;
+        allocated.await?;
         let memory = &context.inner.memory;
         memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
         let file = FileTensor {
