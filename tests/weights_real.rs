@@ -1,6 +1,7 @@
 //! Real weight files through the loader to the GPU and back, against the statistics the Python
 //! readers (safetensors/numpy, gguf-py) wrote: `tools/fetch_test_models.sh` fetches the files
-//! and runs `tools/dump_weights.py`. Skipped with a message when the files are missing.
+//! and runs `tools/dump_weights.py`. Skipped with a message when the files are missing, unless
+//! `WEBNN_REAL_WEIGHTS=required` (the CI stage `real_weights`), where missing files fail.
 
 mod common;
 
@@ -144,7 +145,9 @@ fn real_files_match_the_python_readers() {
     let safetensors = dir.join("all-MiniLM-L6-v2.safetensors");
     let gguf = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
     if !safetensors.exists() || !gguf.exists() || !dir.join("SmolLM2-135M-Instruct.Q4_1.gguf.json").exists() {
-        println!("skipped: run tools/fetch_test_models.sh to fetch the real weight files");
+        let message = "the real weight files are missing: run tools/fetch_test_models.sh";
+        assert!(std::env::var("WEBNN_REAL_WEIGHTS").as_deref() != Ok("required"), "{message}");
+        println!("skipped: {message}");
         return;
     }
     let ctx = context();

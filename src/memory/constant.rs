@@ -20,6 +20,7 @@ pub trait Restream {
         &'a self,
         context: &'a Context,
         buffer: &'a wgpu::Buffer,
+        progress: &'a mut dyn FnMut(u64, u64),
     ) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>>;
 }
 
@@ -48,6 +49,14 @@ impl SharedConstant {
     /// them again after the constant left the GPU.
     pub fn new_streamed(buffer_size: u64, buffer: DeviceBuffer, file: Rc<dyn Restream>) -> SharedConstant {
         SharedConstant::with(buffer_size, Backing::File(file), Some(Rc::new(buffer)))
+    }
+
+    /// A file-backed constant whose `buffer` is allocated but not streamed yet: graphs can be
+    /// built with it at once, and their dispatches wait for [`stream`](Self::stream).
+    pub fn new_pending(buffer_size: u64, buffer: DeviceBuffer, file: Rc<dyn Restream>) -> SharedConstant {
+        let constant = SharedConstant::new_streamed(buffer_size, buffer, file);
+        constant.stale.set(true);
+        constant
     }
 
     fn with(buffer_size: u64, backing: Backing, device: Option<Rc<DeviceBuffer>>) -> SharedConstant {
@@ -110,9 +119,10 @@ impl SharedConstant {
         Ok(uploaded)
     }
 
-    /// Streams a file-backed constant's bytes into its new device buffer; returns the bytes
-    /// read from the file (0 when nothing was pending).
-    pub async fn stream(&self, context: &Context) -> Result<u64> {
+    /// Streams a file-backed constant's bytes into its new device buffer, calling
+    /// `progress(loaded, total)` after each chunk; returns the bytes read from the file (0 when
+    /// nothing was pending).
+    pub async fn stream(&self, context: &Context, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
         let (Backing::File(file), true) = (&self.backing, self.stale.get()) else { return Ok(0) };
         // Held across the await: an eviction meanwhile drops only the constant's reference.
         let buffer = self
@@ -120,7 +130,7 @@ impl SharedConstant {
             .borrow()
             .clone()
             .ok_or_else(|| Error::InvalidState("the constant left the GPU before it was streamed".into()))?;
-        let read = file.restream(context, &buffer.buffer).await?;
+        let read = file.restream(context, &buffer.buffer, progress).await?;
         if self.device.borrow().as_ref().is_some_and(|b| Rc::ptr_eq(b, &buffer)) {
             self.stale.set(false);
         }

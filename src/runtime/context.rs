@@ -271,6 +271,20 @@ impl Context {
         }
     }
 
+    /// Streams a pending file-backed constant (see `WeightFile::pending_constant_tensor`) as
+    /// deferred queue work: writes and dispatches queued after this call wait for it, and a
+    /// failure is reported by the next `readTensor`. Natively it completes within the call.
+    pub fn stream_in_background(
+        &self,
+        constant: Rc<crate::memory::SharedConstant>,
+        mut progress: Box<dyn FnMut(u64, u64)>,
+    ) {
+        let context = self.clone();
+        self.defer(DeferredOp::Await(Box::pin(async move {
+            constant.stream(&context, &mut *progress).await.map(|_| ())
+        })));
+    }
+
     /// Resolves once no work is deferred.
     pub(crate) async fn settled(&self) {
         if self.is_deferring() {
@@ -344,18 +358,36 @@ impl Context {
 
     /// Creates a registered storage buffer; allocation failure becomes `UnknownError`.
     pub async fn create_buffer(&self, size: u64, label: &str) -> Result<DeviceBuffer> {
+        let (buffer, allocated) = self.create_buffer_checked_later(size, label);
+        allocated.await?;
+        Ok(buffer)
+    }
+
+    /// A storage buffer and the check of its allocation, which resolves after a GPU round trip:
+    /// the caller can queue writes to the buffer meanwhile (the weight loader streams into it)
+    /// and awaits the check before handing the buffer out. The error scopes cover only the
+    /// creation.
+    pub fn create_buffer_checked_later(
+        &self,
+        size: u64,
+        label: &str,
+    ) -> (DeviceBuffer, impl Future<Output = Result<()>> + 'static) {
         let scope = self.inner.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.inner.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let buffer = self.create_buffer_unchecked(size, label);
-        let invalid = validation.pop().await;
-        let oom = scope.pop().await;
-        if let Some(e) = oom {
-            return Err(Error::Unknown(format!("GPU allocation of {size} bytes failed: {e}")));
-        }
-        if let Some(e) = invalid {
-            return Err(Error::Unknown(format!("GPU buffer of {size} bytes could not be created: {e}")));
-        }
-        Ok(buffer)
+        let invalid = validation.pop();
+        let oom = scope.pop();
+        let check = async move {
+            let invalid = invalid.await;
+            if let Some(e) = oom.await {
+                return Err(Error::Unknown(format!("GPU allocation of {size} bytes failed: {e}")));
+            }
+            if let Some(e) = invalid {
+                return Err(Error::Unknown(format!("GPU buffer of {size} bytes could not be created: {e}")));
+            }
+            Ok(())
+        };
+        (buffer, check)
     }
 
     /// Creates a registered storage buffer without waiting for allocation errors.

@@ -390,7 +390,7 @@ impl Graph {
     /// Streams the file-backed constants that [`swap_in_now`](Self::swap_in_now) allocated.
     async fn stream_constants(&self) -> Result<()> {
         for constant in &self.inner.constants {
-            constant.stream(&self.inner.context).await?;
+            constant.stream(&self.inner.context, &mut |_, _| {}).await?;
         }
         Ok(())
     }

@@ -17,7 +17,7 @@ pub mod safetensors;
 pub mod source;
 pub mod stream;
 
-pub use source::{BytesSource, FileSource, Source};
+pub use source::{BytesSource, FileSource, RangeReader, Source};
 #[cfg(target_arch = "wasm32")]
 pub use source::BlobSource;
 pub use stream::{LoadOptions, StreamStats};

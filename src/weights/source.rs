@@ -5,7 +5,48 @@
 use std::cell::RefCell;
 use std::io::{Read, Seek, SeekFrom};
 
+use std::future::Future;
+use std::pin::Pin;
+
 use crate::error::{Error, Result};
+
+/// A boxed future that need not be `Send` (browser sources hold JS values).
+pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// Reads consecutive pieces of a byte range (see [`Source::reader`]).
+pub trait RangeReader {
+    /// Fills `buf` with the next `buf.len()` bytes of the range.
+    fn read<'a>(&'a mut self, buf: &'a mut [u8]) -> LocalFuture<'a, Result<()>>;
+
+    /// Writes the next `len` bytes to `buffer` at `buffer_offset` without passing them through
+    /// a Rust buffer, where the reader can (the browser's `Blob`); `Ok(false)` when it cannot,
+    /// consuming nothing, and the caller [`read`](Self::read)s them instead.
+    fn write_next<'a>(
+        &'a mut self,
+        _len: usize,
+        _queue: &'a wgpu::Queue,
+        _buffer: &'a wgpu::Buffer,
+        _buffer_offset: u64,
+    ) -> LocalFuture<'a, Result<bool>> {
+        Box::pin(async { Ok(false) })
+    }
+}
+
+/// The default reader: [`Source::read_at`] at an advancing position.
+struct ReadAt<'s, S> {
+    source: &'s S,
+    position: u64,
+}
+
+impl<S: Source> RangeReader for ReadAt<'_, S> {
+    fn read<'a>(&'a mut self, buf: &'a mut [u8]) -> LocalFuture<'a, Result<()>> {
+        Box::pin(async move {
+            self.source.read_at(self.position, buf).await?;
+            self.position += buf.len() as u64;
+            Ok(())
+        })
+    }
+}
 
 /// A file-like source of bytes with a known length.
 #[allow(async_fn_in_trait)]
@@ -21,18 +62,14 @@ pub trait Source {
     /// [`len`](Self::len); a source that delivers fewer bytes (the file shrank) fails with `DataError`.
     async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
 
-    /// Writes the `len` bytes at `offset` to `buffer` at `buffer_offset` without passing them
-    /// through a Rust buffer, where the source can (the browser's `Blob`); `Ok(None)` when it
-    /// cannot, and the caller reads them with [`read_at`](Self::read_at). Returns the bytes written.
-    async fn write_to(
-        &self,
-        _offset: u64,
-        _len: usize,
-        _queue: &wgpu::Queue,
-        _buffer: &wgpu::Buffer,
-        _buffer_offset: u64,
-    ) -> Result<Option<u64>> {
-        Ok(None)
+    /// A reader of the bytes at `offset..offset + len`, in order. The default reads each piece
+    /// with [`read_at`](Self::read_at); the browser's `Blob` streams the range through one
+    /// reused staging buffer instead of allocating per piece.
+    fn reader(&self, offset: u64, _len: u64) -> Box<dyn RangeReader + '_>
+    where
+        Self: Sized,
+    {
+        Box::new(ReadAt { source: self, position: offset })
     }
 }
 
@@ -109,8 +146,11 @@ impl Source for BytesSource {
     }
 }
 
-/// A browser `Blob` (a `File`, or what `FileSystemFileHandle.getFile()` resolves to), read with
-/// `blob.slice(a, b).arrayBuffer()`.
+/// A browser `Blob` (a `File`, or what `FileSystemFileHandle.getFile()` resolves to). Header
+/// reads use `blob.slice(a, b).arrayBuffer()`; tensor data is read through [`Source::reader`]:
+/// `blob.slice(a, b).stream()` (a BYOB reader where the browser has one) coalesced into one
+/// reused staging `ArrayBuffer` (`BlobRangeReader` in `js/webnn.js`), so streaming allocates
+/// nothing per chunk.
 #[cfg(target_arch = "wasm32")]
 pub struct BlobSource {
     name: String,
@@ -118,34 +158,34 @@ pub struct BlobSource {
 }
 
 #[cfg(target_arch = "wasm32")]
+#[wasm_bindgen::prelude::wasm_bindgen(module = "/js/webnn.js")]
+extern "C" {
+    type BlobRangeReader;
+    #[wasm_bindgen(constructor, catch)]
+    fn new(
+        blob: &web_sys::Blob,
+        offset: f64,
+        length: f64,
+        staging_bytes: u32,
+    ) -> std::result::Result<BlobRangeReader, wasm_bindgen::JsValue>;
+    /// The next `n` bytes as a `Uint8Array` view of the staging buffer, valid until the next call
+    /// (shorter at the end of the blob).
+    #[wasm_bindgen(method, catch)]
+    async fn next(this: &BlobRangeReader, n: u32) -> std::result::Result<wasm_bindgen::JsValue, wasm_bindgen::JsValue>;
+    /// Cancels the stream and returns the staging buffer to the pool.
+    #[wasm_bindgen(method)]
+    fn close(this: &BlobRangeReader);
+}
+
+#[cfg(target_arch = "wasm32")]
+fn js_message(e: &wasm_bindgen::JsValue) -> String {
+    js_sys::Reflect::get(e, &"message".into()).ok().and_then(|m| m.as_string()).unwrap_or_else(|| format!("{e:?}"))
+}
+
+#[cfg(target_arch = "wasm32")]
 impl BlobSource {
     pub fn new(name: impl Into<String>, blob: web_sys::Blob) -> BlobSource {
         BlobSource { name: name.into(), blob }
-    }
-
-    /// The bytes at `offset..offset + len` as a JS `ArrayBuffer`.
-    async fn slice(&self, offset: u64, len: usize) -> Result<js_sys::ArrayBuffer> {
-        use wasm_bindgen::JsCast;
-        let fail = |e: wasm_bindgen::JsValue| {
-            let why = js_sys::Reflect::get(&e, &"message".into()).ok().and_then(|m| m.as_string());
-            Error::Data(format!(
-                "{}: reading {len} bytes at offset {offset} failed: {}",
-                self.name,
-                why.unwrap_or_else(|| format!("{e:?}"))
-            ))
-        };
-        let end = offset + len as u64;
-        let part = self.blob.slice_with_f64_and_f64(offset as f64, end as f64).map_err(fail)?;
-        let buffer = wasm_bindgen_futures::JsFuture::from(part.array_buffer()).await.map_err(fail)?;
-        let buffer: js_sys::ArrayBuffer = buffer.dyn_into().map_err(fail)?;
-        if buffer.byte_length() as usize != len {
-            return Err(Error::Data(format!(
-                "{}: reading {len} bytes at offset {offset} gave {} bytes (the file changed?)",
-                self.name,
-                buffer.byte_length()
-            )));
-        }
-        Ok(buffer)
     }
 }
 
@@ -160,34 +200,111 @@ impl Source for BlobSource {
     }
 
     async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let bytes = self.slice(offset, buf.len()).await?;
+        use wasm_bindgen::JsCast;
+        let len = buf.len();
+        let fail = |e: wasm_bindgen::JsValue| {
+            Error::Data(format!("{}: reading {len} bytes at offset {offset} failed: {}", self.name, js_message(&e)))
+        };
+        let end = offset + len as u64;
+        let part = self.blob.slice_with_f64_and_f64(offset as f64, end as f64).map_err(fail)?;
+        let bytes = wasm_bindgen_futures::JsFuture::from(part.array_buffer()).await.map_err(fail)?;
+        let bytes: js_sys::ArrayBuffer = bytes.dyn_into().map_err(fail)?;
+        if bytes.byte_length() as usize != len {
+            return Err(short_read(&self.name, len, offset, bytes.byte_length() as usize));
+        }
         js_sys::Uint8Array::new(&bytes).copy_to(buf);
         Ok(())
     }
 
-    async fn write_to(
-        &self,
-        offset: u64,
-        len: usize,
-        queue: &wgpu::Queue,
-        buffer: &wgpu::Buffer,
-        buffer_offset: u64,
-    ) -> Result<Option<u64>> {
-        let (Some(q), Some(b)) = (queue.as_webgpu(), buffer.as_webgpu()) else { return Ok(None) };
-        let bytes = self.slice(offset, len).await?;
-        // writeBuffer takes whole words; a last partial word is padded through wasm memory.
-        let aligned = len / 4 * 4;
+    fn reader(&self, offset: u64, len: u64) -> Box<dyn RangeReader + '_> {
+        Box::new(BlobReader { source: self, offset, len, position: offset, js: None })
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+fn short_read(name: &str, len: usize, offset: u64, got: usize) -> Error {
+    Error::Data(format!("{name}: reading {len} bytes at offset {offset} gave {got} bytes (the file changed?)"))
+}
+
+/// A `Blob` range streamed through `BlobRangeReader`, opened on the first read.
+#[cfg(target_arch = "wasm32")]
+struct BlobReader<'s> {
+    source: &'s BlobSource,
+    offset: u64,
+    len: u64,
+    position: u64,
+    js: Option<BlobRangeReader>,
+}
+
+#[cfg(target_arch = "wasm32")]
+impl BlobReader<'_> {
+    /// The next `n` bytes, as a view of the staging buffer.
+    async fn next(&mut self, n: usize) -> Result<js_sys::Uint8Array> {
+        use wasm_bindgen::JsCast;
+        let (name, position) = (&self.source.name, self.position);
         let fail = |e: wasm_bindgen::JsValue| {
-            Error::Data(format!("{}: writing {len} bytes to the GPU failed: {e:?}", self.name))
+            Error::Data(format!("{name}: reading {n} bytes at offset {position} failed: {}", js_message(&e)))
         };
-        if aligned > 0 {
-            q.write_buffer_with_f64_and_buffer_source_and_u32_and_u32(b, buffer_offset as f64, &bytes, 0, aligned as u32)
-                .map_err(fail)?;
+        let request = u32::try_from(n).map_err(|_| Error::Data(format!("{name}: a read of {n} bytes is too large")))?;
+        if self.js.is_none() {
+            let staging = u32::try_from(self.len).unwrap_or(u32::MAX).min(request.max(1));
+            let js = BlobRangeReader::new(&self.source.blob, self.offset as f64, self.len as f64, staging).map_err(fail)?;
+            self.js = Some(js);
         }
-        if aligned < len {
-            let tail = js_sys::Uint8Array::new_with_byte_offset_and_length(&bytes, aligned as u32, (len - aligned) as u32);
-            crate::memory::host::write_padded(queue, buffer, buffer_offset + aligned as u64, &tail.to_vec());
+        let Some(js) = &self.js else { return Err(Error::Data(format!("{name}: the reader is closed"))) };
+        let view: js_sys::Uint8Array = js.next(request).await.map_err(fail)?.dyn_into().map_err(fail)?;
+        if view.length() as usize != n {
+            return Err(short_read(name, n, position, view.length() as usize));
         }
-        Ok(Some(len as u64))
+        self.position += n as u64;
+        Ok(view)
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Drop for BlobReader<'_> {
+    fn drop(&mut self) {
+        if let Some(js) = self.js.take() {
+            js.close();
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+impl RangeReader for BlobReader<'_> {
+    fn read<'a>(&'a mut self, buf: &'a mut [u8]) -> LocalFuture<'a, Result<()>> {
+        Box::pin(async move {
+            self.next(buf.len()).await?.copy_to(buf);
+            Ok(())
+        })
+    }
+
+    fn write_next<'a>(
+        &'a mut self,
+        len: usize,
+        queue: &'a wgpu::Queue,
+        buffer: &'a wgpu::Buffer,
+        buffer_offset: u64,
+    ) -> LocalFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let (Some(q), Some(b)) = (queue.as_webgpu(), buffer.as_webgpu()) else { return Ok(false) };
+            let bytes = self.next(len).await?;
+            // writeBuffer copies the bytes before it returns, so the staging buffer is free again;
+            // it takes whole words, and a last partial word is padded through wasm memory.
+            let aligned = len / 4 * 4;
+            let name = &self.source.name;
+            let fail = |e: wasm_bindgen::JsValue| {
+                Error::Data(format!("{name}: writing {len} bytes to the GPU failed: {}", js_message(&e)))
+            };
+            if aligned > 0 {
+                q.write_buffer_with_f64_and_buffer_source_and_u32_and_u32(b, buffer_offset as f64, &bytes, 0, aligned as u32)
+                    .map_err(fail)?;
+            }
+            if aligned < len {
+                let tail = bytes.subarray(aligned as u32, len as u32).to_vec();
+                crate::memory::host::write_padded(queue, buffer, buffer_offset + aligned as u64, &tail);
+            }
+            Ok(true)
+        })
     }
 }

@@ -115,9 +115,11 @@ impl WeightFile {
         let descriptor = self.descriptor(context, info, options)?;
         let size = buffer_size(&descriptor);
         context.make_room(0, &|| size)?;
-        let buffer = context.create_buffer(size, "weight").await?;
+        // Streaming starts before the allocation check comes back from the GPU.
+        let (buffer, allocated) = context.create_buffer_checked_later(size, "weight");
         let stats =
             stream_tensor(context, &**source, info, descriptor.data_type, &buffer.buffer, options, progress).await?;
+        allocated.await?;
         let memory = &context.inner.memory;
         memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
         let file = FileTensor {
@@ -129,6 +131,38 @@ impl WeightFile {
         let constant = Rc::new(SharedConstant::new_streamed(size, buffer, Rc::new(file)));
         let descriptor = TensorDescriptor { operand: descriptor, readable: false, writable: false };
         Ok((Tensor::new_constant(context, descriptor, constant), stats))
+    }
+}
+
+impl WeightFile {
+    /// A constant tensor of tensor `name` whose GPU buffer is allocated but whose bytes are not
+    /// streamed yet (`constantTensor(name, {wait: false})`): a graph can be built with it at once.
+    /// Returns the constant too; its [`stream`](SharedConstant::stream) fills it, and a dispatch
+    /// of a graph using it first streams it if nothing did.
+    pub async fn pending_constant_tensor<S: Source + 'static>(
+        &self,
+        context: &Context,
+        source: &Rc<S>,
+        name: &str,
+        options: &LoadOptions,
+    ) -> Result<(Tensor, Rc<SharedConstant>)> {
+        if let Some(message) = context.lost_message() {
+            return Err(Error::InvalidState(message));
+        }
+        let info = self.tensor(name)?;
+        let descriptor = self.descriptor(context, info, options)?;
+        let size = buffer_size(&descriptor);
+        context.make_room(0, &|| size)?;
+        let buffer = context.create_buffer(size, "weight").await?;
+        let file = FileTensor {
+            source: source.clone(),
+            info: info.clone(),
+            target: descriptor.data_type,
+            options: options.clone(),
+        };
+        let constant = Rc::new(SharedConstant::new_pending(size, buffer, Rc::new(file)));
+        let descriptor = TensorDescriptor { operand: descriptor, readable: false, writable: false };
+        Ok((Tensor::new_constant(context, descriptor, constant.clone()), constant))
     }
 }
 
@@ -146,11 +180,11 @@ impl<S: Source + 'static> Restream for FileTensor<S> {
         &'a self,
         context: &'a Context,
         buffer: &'a wgpu::Buffer,
+        progress: &'a mut dyn FnMut(u64, u64),
     ) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>> {
         Box::pin(async move {
             let stats =
-                stream_tensor(context, &*self.source, &self.info, self.target, buffer, &self.options, &mut |_, _| {})
-                    .await?;
+                stream_tensor(context, &*self.source, &self.info, self.target, buffer, &self.options, progress).await?;
             let memory = &context.inner.memory;
             memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
             Ok(stats.bytes_read)
@@ -196,34 +230,33 @@ pub async fn stream_tensor<S: Source>(
         StoredType::F32 | StoredType::F16 | StoredType::I32 | StoredType::U32 | StoredType::I8 | StoredType::U8
     ) && stored.webnn_type(target) == target;
 
+    let mut reader = source.reader(info.offset, total);
     let mut read: Vec<u8> = Vec::new();
     let mut converted: Vec<u8> = Vec::new();
     let mut stats = StreamStats::default();
+    let mut fence = WriteFence::default();
     let mut position = info.offset;
     let mut in_flight = 0u32;
     while position < end {
         let n = (end - position).min(chunk_bytes) as usize;
         let first_element = (position - info.offset) / block_bytes * block_elements;
-        let written = match verbatim {
-            true => source.write_to(position, n, context.queue(), buffer, first_element * out_size).await.map_err(in_tensor)?,
-            false => None,
-        };
-        let written = match written {
-            Some(bytes) => bytes,
-            None => {
-                if read.len() < n {
-                    read = vec![0u8; n];
-                    converted.reserve((n as u64 / block_bytes * block_elements * out_size) as usize);
-                }
-                let chunk = &mut read[..n];
-                source.read_at(position, chunk).await.map_err(in_tensor)?;
-                convert_chunk(file, &info.name, stored, target, first_element, chunk, &mut converted)?;
-                if context.is_lost() {
-                    return Err(lost());
-                }
-                write_padded(context.queue(), buffer, first_element * out_size, &converted);
-                converted.len() as u64
+        let offset = first_element * out_size;
+        let direct = verbatim && reader.write_next(n, context.queue(), buffer, offset).await.map_err(in_tensor)?;
+        let written = if direct {
+            n as u64
+        } else {
+            if read.len() < n {
+                read = vec![0u8; n];
+                converted.reserve((n as u64 / block_bytes * block_elements * out_size) as usize);
             }
+            let chunk = &mut read[..n];
+            reader.read(chunk).await.map_err(in_tensor)?;
+            convert_chunk(file, &info.name, stored, target, first_element, chunk, &mut converted)?;
+            if context.is_lost() {
+                return Err(lost());
+            }
+            write_padded(context.queue(), buffer, offset, &converted);
+            converted.len() as u64
         };
         if context.is_lost() {
             return Err(lost());
@@ -234,30 +267,63 @@ pub async fn stream_tensor<S: Source>(
         stats.peak_host_bytes = stats.peak_host_bytes.max((read.capacity() + converted.capacity()) as u64);
         position += n as u64;
         in_flight += 1;
-        if in_flight >= options.max_chunks_in_flight.max(1) || position == end {
-            settle_writes(context).await;
+        if in_flight >= options.max_chunks_in_flight.max(1) {
+            fence.mark(context).await;
             in_flight = 0;
         }
         progress(position - info.offset, total);
     }
+    // The last group stays in flight: queue order puts it before any later use, and the GPU
+    // works through it while the next tensor is read.
+    fence.mark(context).await;
     Ok(stats)
 }
 
-/// Waits until the queued chunk writes reached the GPU, so their staging copies are freed.
+/// Bounds the chunk writes queued but not yet on the GPU (their staging copies belong to the
+/// driver or the browser): each mark waits for the writes before the previous mark, so at
+/// most two groups of `max_chunks_in_flight` chunks are in flight while reading goes on, and
+/// one when the stream returns.
+#[derive(Default)]
+struct WriteFence {
+    previous: Option<Marker>,
+}
+
 #[cfg(not(target_arch = "wasm32"))]
-async fn settle_writes(context: &Context) {
-    let index = context.queue().submit([]);
+type Marker = wgpu::SubmissionIndex;
+
+#[cfg(target_arch = "wasm32")]
+type Marker = wasm_bindgen_futures::JsFuture;
+
+impl WriteFence {
+    async fn mark(&mut self, context: &Context) {
+        let next = marker(context);
+        if let Some(previous) = std::mem::replace(&mut self.previous, next) {
+            wait(context, previous).await;
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn marker(context: &Context) -> Option<Marker> {
+    Some(context.queue().submit([]))
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+async fn wait(context: &Context, index: Marker) {
     let _ = context.device().poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None });
 }
 
-/// In the browser the staging copies of `writeBuffer` are the browser's: awaiting
-/// `onSubmittedWorkDone()` bounds how many are alive.
+/// In the browser `onSubmittedWorkDone()` resolves once the writes before it reached the GPU.
 #[cfg(target_arch = "wasm32")]
-async fn settle_writes(context: &Context) {
-    if let Some(queue) = context.queue().as_webgpu() {
-        let promise: js_sys::Promise = queue.on_submitted_work_done().unchecked_into();
-        let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
-    }
+fn marker(context: &Context) -> Option<Marker> {
+    let queue = context.queue().as_webgpu()?;
+    let promise: js_sys::Promise = queue.on_submitted_work_done().unchecked_into();
+    Some(wasm_bindgen_futures::JsFuture::from(promise))
+}
+
+#[cfg(target_arch = "wasm32")]
+async fn wait(_context: &Context, done: Marker) {
+    let _ = done.await;
 }
 
 /// Converts whole elements (whole blocks) of `stored` to `target`'s little-endian bytes in

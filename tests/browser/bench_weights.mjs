@@ -1,104 +1,276 @@
-// Weight streaming benchmark in headless Chromium (WebGPU on SwiftShader): writes safetensors
-// files of 256 MiB and 1 GiB (SIZES_MIB="256 1024") to OPFS, then times openWeights() +
-// constantTensor() for every tensor beside a plain-JS baseline (file.arrayBuffer() per tensor
-// + GPUQueue.writeBuffer on the page's own device) in the same run, and samples the wasm
-// memory size and performance.memory.usedJSHeapSize while streaming. Prints a markdown table.
+// Weight streaming benchmark in headless Chromium (WebGPU on SwiftShader). Writes safetensors
+// files (SIZES_MIB="256 1024", tensors of 64 MiB) to OPFS, then moves every tensor of the file
+// to GPU buffers along each path below, REPEATS times interleaved (the best time counts):
+//   ours      openWeights(handle) + constantTensor() per tensor (the extension)
+//   slices    plain JS: blob.slice() of 8 MiB chunks, .arrayBuffer(), GPUQueue.writeBuffer
+//   stream    plain JS: blob.stream() chunks coalesced into one reused 8 MiB buffer, writeBuffer
+//   byob      plain JS: blob.stream() with a BYOB reader filling one reused 8 MiB buffer
+//   standard  standard WebNN only: blob.arrayBuffer() of the whole file, builder.constant(desc,
+//             view) per tensor, build() of a graph reducing each constant
+// Every path ends with a GPU round trip, so the time covers the bytes reaching the GPU. Memory:
+// the peak growth over a garbage-collected start of performance.memory.usedJSHeapSize (exact
+// under --enable-precise-memory-info), of the wasm memory, and of CDP Runtime.getHeapUsage's
+// usedSize + backingStorageSize (ArrayBuffer backing stores), sampled from Node every few ms.
+// PATHS="byob ours" runs a subset. Prints a markdown table; exits non-zero when a path failed.
 import { start, openPage } from './browser.mjs';
 
 const sizes = (process.env.SIZES_MIB || '256 1024').split(/\s+/).filter(Boolean).map(Number);
+const REPEATS = Number(process.env.REPEATS || 2);
 const TENSOR_MIB = 64;
-const { browser, url, close } = await start();
-const rows = [];
+const PATHS = (process.env.PATHS || 'slices stream byob ours standard').split(' ');
+const { browser, url, close } = await start(undefined, ['--enable-precise-memory-info', '--js-flags=--expose-gc']);
+const results = [];
+let failed = false;
 try {
   const page = await openPage(browser, `${url}/tests/browser/harness.html`, 'bench');
   await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
   await page.evaluate(() => window.harness.ready);
-  for (const mib of sizes) {
-    const row = await page.evaluate(async ({ mib, tensorMib }) => {
-      const count = mib / tensorMib;
-      const tensorBytes = tensorMib << 20;
-      const header = {};
-      for (let i = 0; i < count; i++) {
-        header[`t${i}`] = { dtype: 'F32', shape: [tensorBytes / 4], data_offsets: [i * tensorBytes, (i + 1) * tensorBytes] };
-      }
-      const json = new TextEncoder().encode(JSON.stringify(header));
-      const prefix = new Uint8Array(8 + json.length);
-      new DataView(prefix.buffer).setBigUint64(0, BigInt(json.length), true);
-      prefix.set(json, 8);
-      const root = await navigator.storage.getDirectory();
-      const name = `bench-${mib}.safetensors`;
-      const handle = await root.getFileHandle(name, { create: true });
-      const writable = await handle.createWritable();
-      await writable.write(prefix);
-      const chunk = new Float32Array(tensorBytes / 4).map((_, i) => i);
-      for (let i = 0; i < count; i++) await writable.write(chunk);
-      await writable.close();
-
-      // The wasm module's memory export: the glue's init resolves to the instance's exports.
-      const exports = await (await import('/pkg/webnn_wgpu.js')).default();
-      const wasmBytes = () => exports.memory.buffer.byteLength;
-      const heap = () => performance.memory?.usedJSHeapSize ?? NaN;
-      let peakWasm = wasmBytes();
-      let peakHeap = heap();
+  const cdp = await page.context().newCDPSession(page);
+  const heapUsage = async () => {
+    const u = await cdp.send('Runtime.getHeapUsage');
+    return u.usedSize + (u.backingStorageSize ?? 0);
+  };
+  await page.evaluate(async () => {
+    // The wasm module's memory export: the glue's init resolves to the instance's exports.
+    const exports = await (await import('/pkg/webnn_wgpu.js')).default();
+    const wasmBytes = () => exports.memory.buffer.byteLength;
+    const heap = () => performance.memory.usedJSHeapSize;
+    const meter = () => {
+      const heap0 = heap();
+      const wasm0 = wasmBytes();
+      let peakHeap = heap0;
+      let peakWasm = wasm0;
       const sample = () => {
-        peakWasm = Math.max(peakWasm, wasmBytes());
         peakHeap = Math.max(peakHeap, heap());
+        peakWasm = Math.max(peakWasm, wasmBytes());
       };
-      const context = await navigator.ml.createContext();
-      const wasmBefore = wasmBytes();
-      const t0 = performance.now();
-      const file = await context.openWeights(handle, { onProgress: sample });
-      const tensors = [];
-      for (const t of file.tensors) tensors.push(await file.constantTensor(t.name));
-      // One dispatch-free round trip so the timing includes the writes reaching the GPU.
-      const probe = await context.createTensor({ dataType: 'float32', shape: [1], readable: true });
-      await context.readTensor(probe);
-      const streamMs = performance.now() - t0;
-      const info = context.memoryInfo();
-      tensors.forEach((t) => t.destroy());
-      context.destroy();
-
-      // Baseline: plain JS, same bytes, a WebGPU device of the page's own.
-      const adapter = await navigator.gpu.requestAdapter();
-      const device = await adapter.requestDevice({ requiredLimits: { maxBufferSize: adapter.limits.maxBufferSize, maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize } });
-      let baseHeap = heap();
-      const t1 = performance.now();
-      const blob = await handle.getFile();
-      const buffers = [];
-      for (let i = 0; i < count; i++) {
-        const start = prefix.length + i * tensorBytes;
-        const bytes = await blob.slice(start, start + tensorBytes).arrayBuffer();
-        baseHeap = Math.max(baseHeap, heap());
-        const b = device.createBuffer({ size: tensorBytes, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
-        device.queue.writeBuffer(b, 0, bytes);
-        buffers.push(b);
-      }
-      await device.queue.onSubmittedWorkDone();
-      const baseMs = performance.now() - t1;
-      buffers.forEach((b) => b.destroy());
-      device.destroy();
-      await root.removeEntry(name);
+      const timer = setInterval(sample, 1);
       return {
-        mib, count, streamMs, baseMs, wasmBefore, peakWasm, peakHeap, baseHeap,
-        streamed: info.bytesStreamedFromDisk, device: info.deviceBytes,
+        sample,
+        done() {
+          clearInterval(timer);
+          sample();
+          return { heapGrowth: peakHeap - heap0, wasmGrowth: peakWasm - wasm0 };
+        },
       };
-    }, { mib, tensorMib: TENSOR_MIB }).catch((e) => ({ mib, error: e.message.split('\n')[0] }));
-    rows.push(row);
-    console.error(JSON.stringify(row));
+    };
+    const CHUNK = 8 << 20;
+    let device;
+    const gpu = async () => {
+      if (!device) {
+        const adapter = await navigator.gpu.requestAdapter();
+        const { maxBufferSize, maxStorageBufferBindingSize } = adapter.limits;
+        device = await adapter.requestDevice({ requiredLimits: { maxBufferSize, maxStorageBufferBindingSize } });
+      }
+      return device;
+    };
+    const fileHandle = async (name) => (await navigator.storage.getDirectory()).getFileHandle(name);
+    // The plain paths: `fill(blob, buffers, m)` writes the tensors into `buffers`.
+    const plain = async (file, fill) => {
+      const d = await gpu();
+      const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
+      const buffers = Array.from({ length: file.count }, () => d.createBuffer({ size: file.tensorBytes, usage }));
+      const blob = await (await fileHandle(file.name)).getFile();
+      const m = meter();
+      const t0 = performance.now();
+      await fill(d, blob, buffers, m);
+      await d.queue.onSubmittedWorkDone();
+      const ms = performance.now() - t0;
+      buffers.forEach((b) => b.destroy());
+      return { ms, ...m.done() };
+    };
+    // Writes the stream of the data section to the tensors through one reused buffer.
+    const fromStream = async (d, file, buffers, staging, next) => {
+      let at = 0;
+      for (;;) {
+        const filled = await next();
+        if (filled === 0) break;
+        const t = Math.floor(at / file.tensorBytes);
+        d.queue.writeBuffer(buffers[t], at - t * file.tensorBytes, staging(), 0, filled);
+        at += filled;
+      }
+      if (at !== file.count * file.tensorBytes) throw new Error(`streamed ${at} bytes`);
+    };
+    window.bench = {
+      async write(name, mib, tensorMib) {
+        const count = mib / tensorMib;
+        const tensorBytes = tensorMib << 20;
+        const header = {};
+        for (let i = 0; i < count; i++) {
+          header[`t${i}`] = { dtype: 'F32', shape: [tensorBytes / 4], data_offsets: [i * tensorBytes, (i + 1) * tensorBytes] };
+        }
+        // Padded with spaces so the data starts 8-byte aligned, as safetensors writers do.
+        let json = JSON.stringify(header);
+        json += ' '.repeat((8 - ((8 + json.length) % 8)) % 8);
+        const prefix = new Uint8Array(8 + json.length);
+        new DataView(prefix.buffer).setBigUint64(0, BigInt(json.length), true);
+        prefix.set(new TextEncoder().encode(json), 8);
+        const root = await navigator.storage.getDirectory();
+        const handle = await root.getFileHandle(name, { create: true });
+        const writable = await handle.createWritable();
+        await writable.write(prefix);
+        const chunk = new Float32Array(tensorBytes / 4);
+        for (let i = 0; i < chunk.length; i++) chunk[i] = i;
+        for (let i = 0; i < count; i++) await writable.write(chunk);
+        await writable.close();
+        return { name, mib, count, tensorBytes, prefixBytes: prefix.length };
+      },
+      async remove(name) {
+        await (await navigator.storage.getDirectory()).removeEntry(name);
+      },
+      async ours(file) {
+        const handle = await fileHandle(file.name);
+        const context = await navigator.ml.createContext();
+        const m = meter();
+        const t0 = performance.now();
+        const weights = await context.openWeights(handle, { onProgress: m.sample });
+        const tensors = [];
+        for (const t of weights.tensors) tensors.push(await weights.constantTensor(t.name));
+        const probe = await context.createTensor({ dataType: 'float32', shape: [1], readable: true });
+        await context.readTensor(probe);
+        const ms = performance.now() - t0;
+        const streamed = context.memoryInfo().bytesStreamedFromDisk;
+        tensors.forEach((t) => t.destroy());
+        context.destroy();
+        if (streamed !== file.count * file.tensorBytes) throw new Error(`streamed ${streamed} bytes`);
+        return { ms, ...m.done() };
+      },
+      slices: (file) => plain(file, async (d, blob, buffers, m) => {
+        for (let t = 0; t < file.count; t++) {
+          for (let o = 0; o < file.tensorBytes; o += CHUNK) {
+            const start = file.prefixBytes + t * file.tensorBytes + o;
+            d.queue.writeBuffer(buffers[t], o, await blob.slice(start, start + CHUNK).arrayBuffer());
+            m.sample();
+          }
+        }
+      }),
+      stream: (file) => plain(file, async (d, blob, buffers, m) => {
+        const reader = blob.slice(file.prefixBytes).stream().getReader();
+        const staging = new Uint8Array(CHUNK);
+        let pending = null;
+        await fromStream(d, file, buffers, () => staging, async () => {
+          let filled = 0;
+          while (filled < CHUNK) {
+            if (pending === null) {
+              const { value, done } = await reader.read();
+              if (done) break;
+              pending = value;
+            }
+            const take = Math.min(pending.byteLength, CHUNK - filled);
+            staging.set(pending.subarray(0, take), filled);
+            filled += take;
+            pending = take < pending.byteLength ? pending.subarray(take) : null;
+          }
+          m.sample();
+          return filled;
+        });
+      }),
+      byob: (file) => plain(file, async (d, blob, buffers, m) => {
+        const reader = blob.slice(file.prefixBytes).stream().getReader({ mode: 'byob' });
+        let staging = new ArrayBuffer(CHUNK);
+        await fromStream(d, file, buffers, () => staging, async () => {
+          let filled = 0;
+          while (filled < CHUNK) {
+            const { value, done } = await reader.read(new Uint8Array(staging, filled, CHUNK - filled));
+            if (value) staging = value.buffer;
+            if (done) break;
+            filled += value.byteLength;
+          }
+          m.sample();
+          return filled;
+        });
+      }),
+      async standard(file) {
+        const handle = await fileHandle(file.name);
+        const context = await navigator.ml.createContext();
+        const m = meter();
+        const t0 = performance.now();
+        const all = await (await handle.getFile()).arrayBuffer();
+        m.sample();
+        const builder = new MLGraphBuilder(context);
+        const outputs = {};
+        for (let i = 0; i < file.count; i++) {
+          const view = new Float32Array(all, file.prefixBytes + i * file.tensorBytes, file.tensorBytes / 4);
+          outputs[`y${i}`] = builder.reduceSum(builder.constant({ dataType: 'float32', shape: [view.length] }, view));
+          m.sample();
+        }
+        const graph = await builder.build(outputs);
+        const probe = await context.createTensor({ dataType: 'float32', shape: [1], readable: true });
+        await context.readTensor(probe);
+        const ms = performance.now() - t0;
+        const mem = m.done();
+        graph.destroy();
+        context.destroy();
+        return { ms, ...mem };
+      },
+    };
+  });
+
+  // Runs one path with the CDP heap sampled from Node meanwhile.
+  const measure = async (path, file) => {
+    await page.evaluate(() => { gc(); gc(); });
+    const before = await heapUsage();
+    let peak = before;
+    let running = true;
+    const sampler = (async () => {
+      while (running) {
+        peak = Math.max(peak, await heapUsage());
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    try {
+      const r = await page.evaluate(({ path, file }) => window.bench[path](file), { path, file });
+      return { ...r, cdpGrowth: peak - before };
+    } finally {
+      running = false;
+      await sampler;
+    }
+  };
+
+  for (const mib of sizes) {
+    const file = await page.evaluate(({ mib, tensorMib }) => window.bench.write(`bench-${mib}.safetensors`, mib, tensorMib),
+      { mib, tensorMib: TENSOR_MIB });
+    const runs = Object.fromEntries(PATHS.map((p) => [p, []]));
+    for (let r = 0; r < REPEATS; r++) {
+      for (const path of PATHS) {
+        const run = await measure(path, file).catch((e) => ({ error: e.message.split('\n')[0] }));
+        console.error(JSON.stringify({ mib, path, ...run }));
+        runs[path].push(run);
+      }
+    }
+    await page.evaluate((name) => window.bench.remove(name), file.name);
+    for (const path of PATHS) {
+      const ok = runs[path].filter((r) => !r.error);
+      if (ok.length === 0) {
+        failed = true;
+        results.push({ mib, path, count: file.count, error: runs[path][0].error });
+        continue;
+      }
+      const max = (k) => Math.max(...ok.map((r) => r[k]));
+      results.push({
+        mib, path, count: file.count, ms: Math.min(...ok.map((r) => r.ms)),
+        heapGrowth: max('heapGrowth'), wasmGrowth: max('wasmGrowth'), cdpGrowth: max('cdpGrowth'),
+      });
+    }
   }
 } finally {
   await close();
 }
 const mb = (b) => (b / 2 ** 20).toFixed(1);
-const gbs = (bytes, ms) => (bytes / 1e9 / (ms / 1000)).toFixed(2);
-console.log('| file | tensors | openWeights + constantTensor | GB/s | plain JS arrayBuffer + writeBuffer | GB/s | wasm memory before → peak (MiB) | peak JS heap streaming / baseline (MiB) |');
-console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
-for (const r of rows) {
+const gbs = (r) => (r.mib * 2 ** 20 / 1e9 / (r.ms / 1000)).toFixed(2);
+console.log(`| file | path | best of ${REPEATS} | GB/s | peak growth: JS heap (performance.memory) | wasm memory | JS heap + ArrayBuffers (CDP) |`);
+console.log('| --- | --- | --- | --- | --- | --- | --- |');
+for (const r of results) {
+  const file = `${r.mib} MiB (${r.count} × ${TENSOR_MIB} MiB)`;
   if (r.error) {
-    console.log(`| ${r.mib} MiB | - | failed: ${r.error} | | | | | |`);
+    console.log(`| ${file} | ${r.path} | failed: ${r.error} | | | | |`);
     continue;
   }
-  const bytes = r.mib * 2 ** 20;
-  console.log(`| ${r.mib} MiB | ${r.count} × 64 MiB | ${r.streamMs.toFixed(0)} ms | ${gbs(bytes, r.streamMs)} | ${r.baseMs.toFixed(0)} ms | ${gbs(bytes, r.baseMs)} | ${mb(r.wasmBefore)} → ${mb(r.peakWasm)} | ${mb(r.peakHeap)} / ${mb(r.baseHeap)} |`);
+  console.log(`| ${file} | ${r.path} | ${r.ms.toFixed(0)} ms | ${gbs(r)} | ${mb(r.heapGrowth)} MiB | ${mb(r.wasmGrowth)} MiB | ${mb(r.cdpGrowth)} MiB |`);
 }
-process.exit(rows.some((r) => r.error) ? 1 : 0);
+for (const mib of sizes) {
+  const of = (p) => results.find((r) => r.mib === mib && r.path === p && !r.error);
+  const best = ['slices', 'stream', 'byob'].map(of).filter(Boolean).sort((a, b) => a.ms - b.ms)[0];
+  if (of('ours') && best) console.log(`\n${mib} MiB: ours at ${(best.ms / of('ours').ms).toFixed(2)}× the best plain path (${best.path}).`);
+}
+process.exit(failed ? 1 : 0);

@@ -22,12 +22,13 @@ export const CHROMIUM_ARGS = [
   '--no-first-run',
 ];
 
-/** Serves `root` (default: the repository) and launches Chromium; `close()` stops both. */
-export async function start(root = ROOT) {
+/** Serves `root` (default: the repository) and launches Chromium with `CHROMIUM_ARGS` and
+ * `extraArgs`; `close()` stops both. */
+export async function start(root = ROOT, extraArgs = []) {
   const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
   if (!fs.existsSync(executablePath)) throw new Error(`${executablePath} is missing: run scripts/setup.sh`);
   const server = await serve(root, 0);
-  const browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS, headless: true });
+  const browser = await chromium.launch({ executablePath, args: [...CHROMIUM_ARGS, ...extraArgs], headless: true });
   const url = `http://localhost:${server.address().port}`;
   const close = async () => {
     await browser.close().catch(() => {});

@@ -2,6 +2,8 @@
 // FileSystemFileHandle (and as a File and a Blob), its tensors stream into constants of a graph
 // whose results are checked exactly; a corrupt file rejects with a DataError naming the file and
 // the page keeps working; swapOut({to: 'disk'}) then dispatch gives identical results.
+// constantTensor(name, {wait: false}) lets a graph build while the bytes stream (the first
+// dispatch waits), and a dedicated Worker loads from OPFS the same way.
 import { start, openPage } from './browser.mjs';
 
 const { browser, url, close } = await start();
@@ -107,6 +109,66 @@ try {
     }
     check(error instanceof TypeError, 'a string source is a TypeError');
     await run(await context.openWeights(handle));
+
+    // Weightless build: constantTensor(name, {wait: false}) resolves before the bytes stream;
+    // the graph is built meanwhile and its first dispatch waits for them.
+    const big = new Float32Array(4 << 20).map((_, i) => (i % 1000) - 500.5);
+    const bigHandle = await root.getFileHandle('big.safetensors', { create: true });
+    const bigWritable = await bigHandle.createWritable();
+    await bigWritable.write(safetensors([['w', 'F32', [big.length], big]]));
+    await bigWritable.close();
+    const loaded = [];
+    const bigFile = await context.openWeights(bigHandle, { onProgress: (a) => loaded.push(a) });
+    const bw = await bigFile.constantTensor('w', { wait: false });
+    const atResolve = loaded.at(-1) ?? 0;
+    check(atResolve < big.byteLength, 'wait: false resolves before the stream ends', `${atResolve} of ${big.byteLength}`);
+    const bigDesc = { dataType: 'float32', shape: [big.length] };
+    const b2 = new MLGraphBuilder(context);
+    const bx = b2.input('x', bigDesc);
+    const bigGraph = await b2.build({ y: b2.mul(bx, b2.constant(bw)) });
+    const atBuild = loaded.at(-1) ?? 0;
+    check(true, 'built while streaming', `${atBuild} of ${big.byteLength} bytes streamed when build() resolved`);
+    const bxt = await context.createTensor({ ...bigDesc, writable: true });
+    const byt = await context.createTensor({ ...bigDesc, readable: true });
+    context.writeTensor(bxt, new Float32Array(big.length).fill(2));
+    context.dispatch(bigGraph, { x: bxt }, { y: byt });
+    const bigGot = new Float32Array(await context.readTensor(byt));
+    check(bigGot.every((v, i) => v === big[i] * 2), 'the first dispatch waits for the stream: exact values');
+    check(loaded.at(-1) === big.byteLength, 'the background stream reports progress to the end');
+    await root.removeEntry('big.safetensors');
+
+    // A dedicated Worker: OPFS handle, openWeights, a graph, exact values.
+    const source = `
+      import { install, init } from '${location.origin}/pkg/index.js';
+      install({ force: true });
+      await init();
+      const root = await navigator.storage.getDirectory();
+      const handle = await root.getFileHandle('small.safetensors');
+      const context = await navigator.ml.createContext();
+      const file = await context.openWeights(handle);
+      const builder = new MLGraphBuilder(context);
+      const desc = { dataType: 'float32', shape: [1000] };
+      const x = builder.input('x', desc);
+      const w = await file.constantTensor('w');
+      const b = await file.constantTensor('b', { wait: false });
+      const graph = await builder.build({ y: builder.add(builder.mul(x, builder.constant(w)), builder.constant(b)) });
+      const xt = await context.createTensor({ ...desc, writable: true });
+      const yt = await context.createTensor({ ...desc, readable: true });
+      context.writeTensor(xt, new Float32Array(1000).map((_, i) => i / 8));
+      context.dispatch(graph, { x: xt }, { y: yt });
+      postMessage({ y: new Float32Array(await context.readTensor(yt)), global: self.constructor.name });
+    `;
+    const worker = new Worker(URL.createObjectURL(new Blob([source], { type: 'text/javascript' })), { type: 'module' });
+    const reply = await new Promise((resolve) => {
+      worker.onmessage = (e) => resolve(e.data);
+      worker.onerror = (e) => resolve({ error: e.message });
+      setTimeout(() => resolve({ error: 'timed out' }), 60000);
+    });
+    worker.terminate();
+    const xs = new Float32Array(1000).map((_, i) => i / 8);
+    const want = new Float32Array(1000).map((_, i) => Math.fround(xs[i] * w[i]) + bf[i]);
+    check(reply.y && reply.y.every((v, i) => Object.is(v, Math.fround(want[i]))),
+      'a dedicated Worker loads from OPFS and gets exact values', reply.error ?? reply.global);
     return out;
   });
   for (const r of results) {
