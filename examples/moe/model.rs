@@ -14,6 +14,8 @@
 //! - `Rebuild`: the standard API only: every expert use builds its graph from host bytes,
 //!   dispatches it and destroys it.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
 
@@ -153,6 +155,8 @@ pub struct Weights {
     pub file: WeightFile,
     source: Rc<FileSource>,
     options: LoadOptions,
+    /// float32 host copies for the rebuild baseline, which keeps its weights in host memory.
+    host: RefCell<HashMap<String, Rc<(Vec<u32>, Vec<u8>)>>>,
 }
 
 impl Weights {
@@ -174,7 +178,7 @@ impl Weights {
             return Err(Error::Type(format!("{}: unexpected tensor '{}'", file.file_name, extra.name)));
         }
         let options = LoadOptions { float_type: Some(DataType::Float32), ..LoadOptions::default() };
-        Ok(Weights { file, source, options })
+        Ok(Weights { file, source, options, host: RefCell::default() })
     }
 
     /// A float32 constant tensor streamed from the file (it can go to the "disk" tier).
@@ -183,15 +187,21 @@ impl Weights {
         Ok(t)
     }
 
-    /// The tensor as float32 bytes in host memory, with its shape (the rebuild baseline's copy).
-    pub fn host(&self, name: &str) -> Result<(Vec<u32>, Vec<u8>)> {
+    /// The tensor as float32 bytes in host memory, with its shape (the rebuild baseline's copy,
+    /// read and converted once).
+    pub fn host(&self, name: &str) -> Result<Rc<(Vec<u32>, Vec<u8>)>> {
+        if let Some(copy) = self.host.borrow().get(name) {
+            return Ok(copy.clone());
+        }
         let info = self.file.tensor(name)?;
         let stored = info.stored.ok_or_else(|| Error::Type(format!("tensor '{name}': unsupported type")))?;
         let mut raw = vec![0u8; info.byte_length as usize];
         pollster::block_on(self.source.read_at(info.offset, &mut raw))?;
         let mut out = Vec::new();
         convert_chunk(self.source.name(), name, stored, DataType::Float32, 0, &raw, &mut out)?;
-        Ok((info.shape.iter().map(|&d| d as u32).collect(), out))
+        let copy = Rc::new((info.shape.iter().map(|&d| d as u32).collect(), out));
+        self.host.borrow_mut().insert(name.to_string(), copy.clone());
+        Ok(copy)
     }
 }
 
@@ -226,8 +236,8 @@ impl<'w> G<'w> {
                 self.b.constant_tensor(&t)
             }
             Constants::Host(w) => {
-                let (shape, bytes) = w.host(name)?;
-                self.b.constant(f32s(&shape), &bytes)
+                let copy = w.host(name)?;
+                self.b.constant(f32s(&copy.0), &copy.1)
             }
         }
     }
@@ -427,7 +437,12 @@ impl<'w> Moe<'w> {
             let mut row = Vec::new();
             for e in 0..m.c.n_experts {
                 let graph = match mode {
-                    Mode::Rebuild => None,
+                    Mode::Rebuild => {
+                        for w in ["w1", "w3", "w2"] {
+                            weights.host(&format!("layers.{l}.moe.experts.{e}.{w}.weight"))?;
+                        }
+                        None
+                    }
                     _ => Some(build_expert(&m.ctx, &m.c, Constants::File(weights), l, e)?),
                 };
                 row.push(Slot { graph, last_used: 0 });
