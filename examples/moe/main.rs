@@ -27,7 +27,9 @@ fn parse_args() -> Result<Args> {
     let (mut tokens, mut sweep) = (32usize, false);
     let (mut modes, mut budgets) = (vec![Mode::Lru], vec![0.25]);
     let mut it = std::env::args().skip(1);
-    let usage = |what: &str| Error::Type(format!("{what}; usage: moe [--sweep] [--tokens N] [--mode M,..] [--budget F,..] [--dir D]"));
+    let usage = |what: &str| {
+        Error::Type(format!("{what}; usage: moe [--sweep] [--tokens N] [--mode M,..] [--budget F,..] [--dir D]"))
+    };
     while let Some(arg) = it.next() {
         let mut value = || it.next().ok_or_else(|| usage(&format!("{arg} needs a value")));
         match arg.as_str() {
@@ -150,6 +152,10 @@ fn run() -> Result<()> {
             m.budget_bytes as f64 / 1e6
         );
     }
+    // What one expert miss costs against one rebuild, outside the token loop.
+    let m = Moe::new(config.clone(), &weights, Mode::Resident, 1.0)?;
+    let [from_disk, from_host, rebuild] = m.expert_costs(9)?;
+    drop(m);
     println!("\n## MoE decode ({adapter}; {} tokens after each of {} prompts)", args.tokens, prompts.len());
     println!("| mode | expert budget | tokens/s | swap-ins | swap-outs | streamed from disk | expert misses / uses | builds | experts resident at end | tokens |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
@@ -157,7 +163,11 @@ fn run() -> Result<()> {
         println!(
             "| {} | {} | {:.2} | {} | {} | {:.1} MB | {} / {} | {} | {} / {} | {} |",
             r.mode.name(),
-            if matches!(r.mode, Mode::Resident | Mode::Rebuild) { "-".to_string() } else { format!("{}%", r.budget * 100.0) },
+            if matches!(r.mode, Mode::Resident | Mode::Rebuild) {
+                "-".to_string()
+            } else {
+                format!("{}%", r.budget * 100.0)
+            },
             r.tokens_per_second,
             r.swap_ins,
             r.swap_outs,
@@ -170,6 +180,13 @@ fn run() -> Result<()> {
             if r.ok { "identical" } else { "DIFFER" }
         );
     }
+    println!(
+        "one expert graph back on the GPU (median of 9): swap_in() from the disk tier {:.2} ms, from host copies {:.2} ms; \
+         rebuild from host copies {:.2} ms",
+        from_disk * 1e3,
+        from_host * 1e3,
+        rebuild * 1e3
+    );
     let speed = |mode: Mode, budget: Option<f64>| {
         rows.iter().find(|r| r.mode == mode && budget.is_none_or(|b| r.budget == b)).map(|r| r.tokens_per_second)
     };

@@ -183,7 +183,8 @@ impl Weights {
 
     /// A float32 constant tensor streamed from the file (it can go to the "disk" tier).
     pub fn tensor(&self, ctx: &Context, name: &str) -> Result<Tensor> {
-        let (t, _) = pollster::block_on(self.file.constant_tensor(ctx, &self.source, name, &self.options, &mut |_, _| {}))?;
+        let (t, _) =
+            pollster::block_on(self.file.constant_tensor(ctx, &self.source, name, &self.options, &mut |_, _| {}))?;
         Ok(t)
     }
 
@@ -408,10 +409,8 @@ impl<'w> Moe<'w> {
         drop((shared, expert));
         probe.destroy();
         let budget_bytes = non_expert_bytes + (fraction * (expert_bytes * count) as f64).round() as u64;
-        let options = ContextOptions {
-            memory_budget: (mode == Mode::Lru).then_some(budget_bytes),
-            ..ContextOptions::default()
-        };
+        let options =
+            ContextOptions { memory_budget: (mode == Mode::Lru).then_some(budget_bytes), ..ContextOptions::default() };
         let ctx = pollster::block_on(Context::new(options))?;
         let constants = if mode == Mode::Rebuild { Constants::Host(weights) } else { Constants::File(weights) };
         let Shared { t, embed, attention, router, final_graph } = Shared::build(&ctx, &config, constants)?;
@@ -582,6 +581,46 @@ impl<'w> Moe<'w> {
         let logits = floats(&pollster::block_on(ctx.read_tensor(&t.logits))?);
         self.pos += 1;
         Ok(logits)
+    }
+
+    /// Seconds (median of `reps`) for one expert graph to come back to the GPU: `swap_in()` of
+    /// expert (0, 0) from the disk tier (file read, float16 -> float32, upload), `swap_in()` of
+    /// the same graph built from host copies (upload only), and the rebuild baseline's build from
+    /// host copies (validate, compile from the pipeline cache, upload).
+    pub fn expert_costs(&self, reps: usize) -> Result<[f64; 3]> {
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            v[v.len() / 2]
+        };
+        let flush = || pollster::block_on(self.ctx.flush());
+        let swap = |g: &Graph, to: Residency| -> Result<f64> {
+            let mut times = Vec::new();
+            for _ in 0..reps {
+                pollster::block_on(g.swap_out(to))?;
+                flush()?;
+                let t = std::time::Instant::now();
+                pollster::block_on(g.swap_in())?;
+                flush()?;
+                times.push(t.elapsed().as_secs_f64());
+            }
+            Ok(median(times))
+        };
+        let streamed = build_expert(&self.ctx, &self.c, Constants::File(self.weights), 0, 0)?;
+        let from_disk = swap(&streamed, Residency::Disk)?;
+        streamed.destroy();
+        let hosted = build_expert(&self.ctx, &self.c, Constants::Host(self.weights), 0, 0)?;
+        let from_host = swap(&hosted, Residency::Host)?;
+        hosted.destroy();
+        let mut rebuild = Vec::new();
+        for _ in 0..reps {
+            flush()?;
+            let t = std::time::Instant::now();
+            let g = build_expert(&self.ctx, &self.c, Constants::Host(self.weights), 0, 0)?;
+            flush()?;
+            rebuild.push(t.elapsed().as_secs_f64());
+            g.destroy();
+        }
+        Ok([from_disk, from_host, median(rebuild)])
     }
 
     /// (resident expert graphs, all expert graphs).
