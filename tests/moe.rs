@@ -35,7 +35,12 @@ fn lru_under_a_quarter_budget_decodes_the_reference_tokens() {
     assert_eq!(out, p.greedy_tokens[..6]);
     let info = m.ctx.memory_info();
     assert!(info.swap_outs > 0 && info.bytes_streamed_from_disk > 0, "the budget evicted experts: {info:?}");
-    assert!(info.device_bytes <= m.budget_bytes, "{} bytes resident over the budget {}", info.device_bytes, m.budget_bytes);
+    assert!(
+        info.device_bytes <= m.budget_bytes,
+        "{} bytes resident over the budget {}",
+        info.device_bytes,
+        m.budget_bytes
+    );
     let (resident, all) = m.resident_experts();
     assert!(resident < all, "{resident} of {all} experts resident");
 }
