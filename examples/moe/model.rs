@@ -109,7 +109,7 @@ impl Config {
             norm_eps: float("norm_eps")?,
             max_seq: int("max_seq")?,
         };
-        if c.n_heads % c.n_kv_heads != 0 || c.head_dim % 2 != 0 || c.top_k > c.n_experts {
+        if !c.n_heads.is_multiple_of(c.n_kv_heads) || !c.head_dim.is_multiple_of(2) || c.top_k > c.n_experts {
             return Err(Error::Type(format!(
                 "config.json: n_heads {} must be a multiple of n_kv_heads {}, head_dim {} even, top_k {} <= n_experts {}",
                 c.n_heads, c.n_kv_heads, c.head_dim, c.top_k, c.n_experts
@@ -150,13 +150,16 @@ impl Config {
     }
 }
 
+/// A tensor's float32 bytes in host memory, with its shape.
+type HostCopy = Rc<(Vec<u32>, Vec<u8>)>;
+
 /// The weight file, opened once; each context streams its constants from it.
 pub struct Weights {
     pub file: WeightFile,
     source: Rc<FileSource>,
     options: LoadOptions,
     /// float32 host copies for the rebuild baseline, which keeps its weights in host memory.
-    host: RefCell<HashMap<String, Rc<(Vec<u32>, Vec<u8>)>>>,
+    host: RefCell<HashMap<String, HostCopy>>,
 }
 
 impl Weights {
@@ -190,7 +193,7 @@ impl Weights {
 
     /// The tensor as float32 bytes in host memory, with its shape (the rebuild baseline's copy,
     /// read and converted once).
-    pub fn host(&self, name: &str) -> Result<Rc<(Vec<u32>, Vec<u8>)>> {
+    pub fn host(&self, name: &str) -> Result<HostCopy> {
         if let Some(copy) = self.host.borrow().get(name) {
             return Ok(copy.clone());
         }
