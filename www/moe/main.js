@@ -281,10 +281,24 @@ async function main() {
   checkConfig(config, "config.json");
   state.config = state.demoConfig = config;
   state.webnn = await loadWebnn();
-  const opfs = await opfsModel();
+  let opfs;
+  try {
+    opfs = await opfsModel();
+  } catch (e) {
+    // No OPFS (an opaque origin, some private modes): the fetched Blob goes to the loader instead.
+    console.warn(`OPFS unavailable (${e.name}: ${e.message}); loading the fetched file`);
+    const blob = await fetch(modelUrl("model.safetensors")).then((r) => {
+      if (!r.ok) throw new Error(`model.safetensors: HTTP ${r.status}`);
+      return r.blob();
+    });
+    opfs = { handle: blob, origin: "fetched-no-opfs", bytes: blob.size };
+  }
   state.source = { source: opfs.handle, origin: opfs.origin, name: OPFS_NAME, bytes: opfs.bytes };
-  $("modelName").textContent = `the demo model, ${MB(opfs.bytes)}: ` + (opfs.origin === "fetched"
-    ? "fetched once into the origin-private file system (OPFS)" : "the OPFS copy (no download)");
+  $("modelName").textContent = `the demo model, ${MB(opfs.bytes)}: ` + {
+    fetched: "fetched once into the origin-private file system (OPFS)",
+    opfs: "the OPFS copy (no download)",
+    "fetched-no-opfs": "fetched (this page has no origin-private file system; nothing is kept)",
+  }[opfs.origin];
   $("pick").onclick = () => pickModel().catch((e) => setStatus(`error: ${e.name}: ${e.message}`, true));
   $("pickInput").onchange = () => { window.moe.picked = openPicked([...$("pickInput").files]); };
   for (const p of reference.prompts) $("examples").add(new Option(p.text, p.text));
