@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test stage, continuing past a failed one, and prints each stage's time:
 #   setup        scripts/setup.sh (installs what is missing)
-#   native       cargo test --no-fail-fast: every native test, the WPT conformance cases on Vulkan included
+#   native       cargo test --no-fail-fast: every native test, the WPT conformance cases on Vulkan
+#                and the native MoE model (tests/moe.rs) included
 #   wasm         scripts/build-wasm.sh: the wasm32 build and wasm-bindgen's pkg/
 #   web          wasm-bindgen tests in headless Chromium (tests/web.rs)
 #   conformance  the WPT cases through navigator.ml in headless Chromium
@@ -16,8 +17,10 @@
 #                every tensor against the Python readers (safetensors/numpy, gguf-py); fails
 #                when pip or the registry is unavailable
 #   moe_reference  the MoE demo's model code against reference.json in Node (no GPU)
-#   moe          the MoE demo page: 64 greedy tokens per reference prompt under a 25% expert
-#                budget, checked against reference.json; screenshot in out/moe.png
+#   moe          the MoE demo page: weights fetched once into OPFS and streamed through
+#                openWeights(), 64 greedy tokens per reference prompt under a 25% expert budget,
+#                checked against reference.json; a reload from the OPFS copy and the model picker
+#                checked too; screenshot in out/moe.png
 # Ends with "stages: N passed, M failed"; exits non-zero when a stage failed.
 # STAGES="native demo" runs a subset (setup always runs first).
 set -uo pipefail

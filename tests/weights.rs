@@ -87,6 +87,11 @@ fn safetensors_types_stream_and_convert() {
     let opts = small_chunks(None);
     assert_eq!(load(&ctx, &source, &file, "f32", &opts).unwrap(), le(&f32s, f32::to_le_bytes));
     assert_eq!(load(&ctx, &source, &file, "f16", &opts).unwrap(), le(&f16s, f16::to_le_bytes));
+    // floatType float32 widens float16 exactly (float32 graphs, adapters without shader-f16).
+    let f16_as_f32: Vec<f32> = f16s.iter().map(|x| x.to_f32()).collect();
+    let widen = small_chunks(Some(DataType::Float32));
+    assert_eq!(file.descriptor(&ctx, file.tensor("f16").unwrap(), &widen).unwrap().data_type, DataType::Float32);
+    assert_eq!(load(&ctx, &source, &file, "f16", &widen).unwrap(), le(&f16_as_f32, f32::to_le_bytes));
     let bf16_as_f32: Vec<f32> = bf16_bits.iter().map(|&b| f32::from_bits((b as u32) << 16)).collect();
     assert_eq!(load(&ctx, &source, &file, "bf16", &opts).unwrap(), le(&bf16_as_f32, f32::to_le_bytes));
     let bf16_as_f16: Vec<f16> = bf16_as_f32.iter().map(|&x| f16::from_f64(x as f64)).collect();
@@ -211,7 +216,9 @@ fn gguf_types_dequantize_to_float32_and_float16() {
     let f32_opts = small_chunks(Some(DataType::Float32));
     let f16_opts = small_chunks(Some(DataType::Float16));
     assert_eq!(load(&ctx, &source, &file, "plain.f32", &f32_opts).unwrap(), le(&plain, f32::to_le_bytes));
-    assert_eq!(load(&ctx, &source, &file, "plain.f16", &f32_opts).unwrap(), le(&halves, f16::to_le_bytes));
+    assert_eq!(load(&ctx, &source, &file, "plain.f16", &f16_opts).unwrap(), le(&halves, f16::to_le_bytes));
+    let widened: Vec<f32> = halves.iter().map(|x| x.to_f32()).collect();
+    assert_eq!(load(&ctx, &source, &file, "plain.f16", &f32_opts).unwrap(), le(&widened, f32::to_le_bytes));
     for (name, values) in expected {
         let as_f32: Vec<f32> = values.iter().map(|&v| v as f32).collect();
         assert_eq!(load(&ctx, &source, &file, name, &f32_opts).unwrap(), le(&as_f32, f32::to_le_bytes), "{name}");

@@ -11,6 +11,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen::JsCast;
 
@@ -27,6 +28,8 @@ use crate::weights::{Source, StoredType, TensorInfo, WeightFile};
 pub struct LoadOptions {
     /// The WebNN type of bfloat16 and quantized tensors: float32 or float16. `None`: float32
     /// for bfloat16 (exact), float16 for quantized types when the context has `shader-f16`.
+    /// `Some(Float32)` also widens float16 tensors (exactly), for float32 graphs; otherwise
+    /// float16 tensors stay float16 and stream verbatim.
     pub float_type: Option<DataType>,
     /// Bytes of the larger of a chunk as read and as converted (rounded down to whole elements
     /// or blocks); the loader's host buffers hold at most twice this.
@@ -66,6 +69,9 @@ impl WeightFile {
             None if stored.is_quantized() && context.has_shader_f16() => DataType::Float16,
             None => DataType::Float32,
         };
+        if stored == StoredType::F16 && options.float_type == Some(DataType::Float32) {
+            return Ok(DataType::Float32);
+        }
         Ok(stored.webnn_type(float))
     }
 
@@ -344,12 +350,28 @@ pub fn convert_chunk(
     };
     let convertible = match stored {
         StoredType::BF16 | StoredType::Q8_0 | StoredType::Q4_0 | StoredType::Q4_1 => target.is_float(),
+        StoredType::F16 => matches!(target, DataType::Float16 | DataType::Float32),
         _ => stored.webnn_type(target) == target,
     };
     if !convertible {
         return Err(Error::Type(format!("{file}: tensor '{tensor}': {} cannot become {target}", stored.name())));
     }
     match stored {
+        StoredType::F16 if target == DataType::Float32 => {
+            // Blocks through half's slice conversion (F16C where the CPU has it): a miss of an
+            // evicted float16 expert streams back at memory speed rather than element by element.
+            let mut halves = [f16::ZERO; 1024];
+            let mut floats = [0f32; 1024];
+            for block in input.chunks(2 * halves.len()) {
+                let n = block.len() / 2;
+                for (h, b) in halves[..n].iter_mut().zip(block.chunks_exact(2)) {
+                    *h = f16::from_le_bytes([b[0], b[1]]);
+                }
+                halves[..n].convert_to_f32_slice(&mut floats[..n]);
+                // Native order is little-endian on every target (wasm32, x86-64, aarch64).
+                out.extend_from_slice(bytemuck::cast_slice(&floats[..n]));
+            }
+        }
         StoredType::F32 | StoredType::F16 | StoredType::I32 | StoredType::U32 | StoredType::I8 | StoredType::U8 => {
             out.extend_from_slice(input)
         }

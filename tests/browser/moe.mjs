@@ -1,7 +1,12 @@
 // The MoE demo page in headless Chromium (WebGPU on SwiftShader): generates greedily from every
 // reference prompt, prints the text, tokens/s and swap counts, checks the greedy tokens against
 // www/models/moe/reference.json and prompt 0's per-step logits within its tolerance, and saves
-// out/moe.png.
+// out/moe.png. The first load starts with an empty origin-private file system (?fresh=1): the
+// page must fetch model.safetensors once into OPFS and stream the weights from that file handle
+// through context.openWeights(); after a reload it must open the OPFS copy without fetching the
+// file, and decode the same tokens. Then the file input of "Open a model…" gets an incompatible
+// file (a clear error, the model kept) and the demo model with its config.json (loaded and
+// decoding the reference tokens).
 //   node tests/browser/moe.mjs [--mode lru] [--budget 0.25] [--tokens 64] [--webnn cpu]
 //   node tests/browser/moe.mjs --sweep [--tokens 16]   every mode at budgets 1, 0.5, 0.25, 0.125
 // --webnn cpu runs the page on the CPU stand-in (tests/browser/webnn_cpu.mjs) instead of the
@@ -37,16 +42,48 @@ const check = (ok, what) => {
   else failures++;
 };
 
-async function runConfiguration(browser, url, mode, budget, screenshot) {
-  const query = new URLSearchParams({ mode, budget: String(budget) });
-  if (args.webnn === "cpu") query.set("webnn", "cpu");
-  const page = await openPage(browser, `${url}/www/moe/index.html?${query}`, `moe ${mode} ${budget}`);
-  page.on("console", (m) => { if (m.type() === "error") console.error(`[console] ${m.text()}`); });
+// Requests of model.safetensors, counted per page.
+const modelFetches = new WeakMap();
+
+async function waitReady(page, what) {
   await page.waitForFunction(() => document.body.dataset.state, null, { timeout: 600000 });
   const state = await page.evaluate(() => document.body.dataset.state);
-  check(state === "ready", `${mode} ${budget}: page ${state}: ${await page.textContent("#status")}`);
+  check(state === "ready", `${what}: page ${state}: ${await page.textContent("#status")}`);
+  return state === "ready";
+}
+
+/** Greedy tokens of reference prompt `pi` (first `n`) compared with the reference. */
+async function checkPrompt(page, pi, n, what) {
+  const prompt = reference.prompts[pi];
+  const r = await page.evaluate(([text, count]) => window.moe.generate(text, count), [prompt.text, n]);
+  const want = prompt.greedy_tokens.slice(0, n);
+  const first = r.ids.findIndex((t, i) => t !== want[i]);
+  check(first < 0 && r.ids.length === want.length, `${what}: ${JSON.stringify(prompt.text)} -> ${JSON.stringify(r.text)}` +
+    (first < 0 ? "" : ` (first difference at step ${first})`));
+  return r;
+}
+
+/** The weights must come through the loader, except in the standard-API baseline and on the CPU stand-in. */
+function checkWeightPath(stats, mode, what) {
+  const loader = mode !== "rebuild" && args.webnn === "wasm";
+  check(stats.weights.startsWith(loader ? "weight loader" : "JS arrays"), `${what}: weights through ${stats.weights}`);
+}
+
+async function runConfiguration(browser, url, mode, budget, screenshot) {
+  const query = new URLSearchParams({ mode, budget: String(budget), fresh: "1" });
+  if (args.webnn === "cpu") query.set("webnn", "cpu");
+  const page = await openPage(browser, "about:blank", `moe ${mode} ${budget}`);
+  modelFetches.set(page, 0);
+  page.on("request", (r) => { if (r.url().endsWith("/model.safetensors")) modelFetches.set(page, modelFetches.get(page) + 1); });
+  page.on("console", (m) => { if (m.type() === "error") console.error(`[console] ${m.text()}`); });
+  await page.goto(`${url}/www/moe/index.html?${query}`);
   const row = { mode, budget, tokensPerSecond: [], swapIns: 0, swapOuts: 0, builds: 0 };
-  if (state !== "ready") return row;
+  if (!await waitReady(page, `${mode} ${budget}`)) return row;
+  const source = await page.evaluate(() => window.moe.source());
+  check(source.origin === "fetched" && source.kind === "FileSystemFileHandle" && modelFetches.get(page) === 1,
+    `${mode} ${budget}: first load fetched model.safetensors once into OPFS (${source.origin}, ${source.kind}, ` +
+    `${modelFetches.get(page)} fetch)`);
+  checkWeightPath(await page.evaluate(() => window.moe.stats()), mode, `${mode} ${budget}`);
   const sl = reference.step_logits;
   for (const [pi, prompt] of reference.prompts.entries()) {
     const r = await page.evaluate(([text, n, collect]) => window.moe.generate(text, n, { collectLogits: collect }),
@@ -73,9 +110,45 @@ async function runConfiguration(browser, url, mode, budget, screenshot) {
     const png = writeOut("moe.png", "");
     await page.screenshot({ path: png, fullPage: true });
     console.log(`screenshot: ${path.relative(ROOT, png)}`);
+    await reloadAndPick(page, url, query, mode, budget);
   }
   await page.close();
   return row;
+}
+
+/** A reload opens the OPFS copy (no fetch); then the picker's file input, bad file and good. */
+async function reloadAndPick(page, url, query, mode, budget) {
+  const what = `${mode} ${budget} reload`;
+  query.delete("fresh");
+  modelFetches.set(page, 0);
+  await page.goto(`${url}/www/moe/index.html?${query}`);
+  if (!await waitReady(page, what)) return;
+  const source = await page.evaluate(() => window.moe.source());
+  check(source.origin === "opfs" && source.kind === "FileSystemFileHandle" && modelFetches.get(page) === 0,
+    `${what}: the OPFS copy, no download (${source.origin}, ${source.kind}, ${modelFetches.get(page)} fetches)`);
+  checkWeightPath(await page.evaluate(() => window.moe.stats()), mode, what);
+  await checkPrompt(page, 1, 16, what);
+
+  // An incompatible file: a valid safetensors file holding another model's tensor.
+  const header = Buffer.from(JSON.stringify({ "wte.weight": { dtype: "F32", shape: [2, 2], data_offsets: [0, 16] } }));
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(header.length));
+  const other = Buffer.concat([length, header, Buffer.alloc(16)]);
+  await page.setInputFiles("#pickInput", [{ name: "other.safetensors", mimeType: "application/octet-stream", buffer: other }]);
+  const bad = await page.evaluate(() => window.moe.picked);
+  const status = await page.textContent("#status");
+  check(!bad.ok && /other\.safetensors does not fit/.test(bad.error) && /embed\.weight is missing/.test(bad.error) &&
+    status.includes("other.safetensors"), `picker: an incompatible file is refused with a clear error: ${status}`);
+
+  // The demo model and its config.json, picked from disk (File objects: the <input> fallback).
+  const dir = path.join(ROOT, "www/models/moe");
+  await page.setInputFiles("#pickInput", [path.join(dir, "model.safetensors"), path.join(dir, "config.json")]);
+  const good = await page.evaluate(() => window.moe.picked);
+  check(good.ok, `picker: model.safetensors + config.json load${good.ok ? "" : `: ${good.error}`}`);
+  if (!good.ok) return;
+  const picked = await page.evaluate(() => window.moe.source());
+  check(picked.origin === "picked" && picked.kind === "File", `picker: weights from the picked File (${picked.kind})`);
+  await checkPrompt(page, 2, 8, "picked model");
 }
 
 const { browser, url, close } = await start(ROOT);

@@ -58,7 +58,7 @@ class MLGraphBuilder {
     return new Operand(this, shape, (values) => fn(...inputs.map((x) => values(x))), inputs);
   }
   input(name, { dataType, shape }) {
-    if (dataType !== "float32") throw new TypeError(`input ${name}: ${dataType}`);
+    if (dataType !== "float32" && dataType !== "int32") throw new TypeError(`input ${name}: ${dataType}`);
     const x = new Operand(this, shape, () => { throw new Error("unbound input"); });
     x.inputName = name;
     this.inputs.set(name, x);
@@ -87,6 +87,7 @@ class MLGraphBuilder {
   unary(a, f) { return this.op(a.shape, [a], (x) => x.map(f)); }
   sqrt(a) { return this.unary(a, Math.sqrt); }
   exp(a) { return this.unary(a, Math.exp); }
+  sigmoid(a) { return this.unary(a, (x) => 1 / (1 + Math.exp(-x))); }
   neg(a) { return this.unary(a, (x) => -x); }
   reshape(a, shape) {
     if (size(shape) !== size(a.shape)) throw new TypeError(`reshape [${a.shape}] to [${shape}]`);
@@ -188,6 +189,33 @@ class MLGraphBuilder {
       return r;
     });
   }
+  // alpha = 1, no c: a [m, k] x b [k, n], or b [n, k] with bTranspose.
+  gemm(a, b, { bTranspose = false } = {}) {
+    const [m, k] = a.shape;
+    const [n, k2] = bTranspose ? b.shape : [b.shape[1], b.shape[0]];
+    if (k !== k2) throw new TypeError(`gemm [${a.shape}] x [${b.shape}]`);
+    return this.op([m, n], [a, b], (x, y) => {
+      const r = new Float32Array(m * n);
+      for (let i = 0; i < m; i++) {
+        for (let j = 0; j < n; j++) {
+          let s = 0;
+          for (let t = 0; t < k; t++) s += x[i * k + t] * (bTranspose ? y[j * k + t] : y[t * n + j]);
+          r[i * n + j] = s;
+        }
+      }
+      return r;
+    });
+  }
+  // Rows of a 2-D input at axis 0.
+  gather(a, indices, { axis = 0 } = {}) {
+    if (axis !== 0 || a.shape.length !== 2) throw new TypeError("gather: axis 0 of a matrix only");
+    const width = a.shape[1];
+    return this.op([...indices.shape, width], [a, indices], (x, idx) => {
+      const r = new Float32Array(idx.length * width);
+      idx.forEach((row, i) => r.set(x.subarray(row * width, (row + 1) * width), i * width));
+      return r;
+    });
+  }
   async build(outputs) {
     return this.context.register(new MLGraph(this, outputs));
   }
@@ -260,10 +288,11 @@ class MLContext {
     return { deviceBytes: this.deviceBytes(), hostBytes, budgetBytes: this.budget ?? null, ...this.info, bytesStreamedFromDisk: 0 };
   }
   async createTensor({ dataType, shape, readable = false, writable = false }) {
-    if (dataType !== "float32") throw new TypeError(dataType);
+    if (dataType !== "float32" && dataType !== "int32") throw new TypeError(dataType);
     this.makeRoom(size(shape) * 4);
     this.tensorBytes += size(shape) * 4;
-    return { shape, readable, writable, data: new Float32Array(size(shape)) };
+    const data = dataType === "int32" ? new Int32Array(size(shape)) : new Float32Array(size(shape));
+    return { shape, readable, writable, data };
   }
   writeTensor(t, data) {
     if (!t.writable || data.length !== t.data.length) throw new TypeError("writeTensor");

@@ -1,7 +1,11 @@
-// The MoE demo page: loads the model, builds it on WebNN in the chosen memory mode, streams
+// The MoE demo page: gets the model file, builds it on WebNN in the chosen memory mode, streams
 // greedy text and shows each expert's residency, hits, the memory bar and the swap counters.
-// window.moe is what tests/browser/moe.mjs drives.
-import { parseSafetensors, argmax, decodeBytes } from "./model.js";
+// The weights reach the GPU through the weight loader (context.openWeights) from a
+// FileSystemFileHandle: the first visit fetches model.safetensors once into the origin-private
+// file system (OPFS), later visits open the OPFS copy without the network. "Open a model…" loads
+// any compatible model from the user's disk (the .safetensors and its config.json).
+// ?fresh=1 deletes the OPFS copy first. window.moe is what tests/browser/moe.mjs drives.
+import { argmax, decodeBytes, parseSafetensors, checkTensors } from "./model.js";
 import { WebnnMoe } from "./webnn.js";
 
 const $ = (id) => document.getElementById(id);
@@ -21,7 +25,128 @@ async function loadWebnn() {
   return { ml: navigator.ml, MLGraphBuilder: globalThis.MLGraphBuilder, name: "navigator.ml (webnn-wgpu)" };
 }
 
-const state = { model: null, running: false, stop: false, loading: null };
+const state = { model: null, running: false, stop: false, loading: null, source: null };
+const OPFS_NAME = "moe-demo-model.safetensors";
+
+/**
+ * The demo model as an OPFS FileSystemFileHandle: fetched into OPFS on the first visit (the
+ * writable stream commits on close(), so an interrupted download leaves no partial file).
+ * Resolves to { handle, origin: "opfs" | "fetched", bytes }.
+ */
+async function opfsModel() {
+  const root = await navigator.storage.getDirectory();
+  if (params.get("fresh") === "1") await root.removeEntry(OPFS_NAME).catch(() => {});
+  try {
+    const handle = await root.getFileHandle(OPFS_NAME);
+    const file = await handle.getFile();
+    if (file.size > 0) return { handle, origin: "opfs", bytes: file.size };
+  } catch (e) {
+    if (e.name !== "NotFoundError") throw e;
+  }
+  const response = await fetch(modelUrl("model.safetensors"));
+  if (!response.ok) throw new Error(`model.safetensors: HTTP ${response.status}`);
+  const handle = await root.getFileHandle(OPFS_NAME, { create: true });
+  const writable = await handle.createWritable();
+  let loaded = 0;
+  const counter = new TransformStream({
+    transform(chunk, controller) {
+      loaded += chunk.byteLength;
+      setStatus(`downloading model.safetensors into the origin-private file system: ${MB(loaded)}`);
+      controller.enqueue(chunk);
+    },
+  });
+  await response.body.pipeThrough(counter).pipeTo(writable); // closes (commits) the file
+  return { handle, origin: "fetched", bytes: loaded };
+}
+
+/** The config's dimensions must be positive integers that fit the graphs. */
+function checkConfig(config, name) {
+  const keys = ["vocab", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "n_experts", "top_k", "max_seq"];
+  for (const k of keys) {
+    if (!Number.isInteger(config?.[k]) || config[k] <= 0) throw new TypeError(`${name}: "${k}" is missing or not a positive integer`);
+  }
+  if (typeof config.rope_theta !== "number" || typeof config.norm_eps !== "number") {
+    throw new TypeError(`${name}: "rope_theta" and "norm_eps" must be numbers`);
+  }
+  if (config.n_heads % config.n_kv_heads || config.head_dim % 2 || config.top_k > config.n_experts) {
+    throw new TypeError(`${name}: n_heads must be a multiple of n_kv_heads, head_dim even, top_k <= n_experts`);
+  }
+}
+
+/** Reads only the header of `source` and checks its tensors against `config`; throws a TypeError naming the file. */
+async function checkModel(source, config, name) {
+  const { ml } = state.webnn;
+  const context = await ml.createContext();
+  try {
+    let tensors;
+    if (typeof context.openWeights === "function") {
+      const weights = await context.openWeights(source, { floatType: "float32" });
+      tensors = new Map(weights.tensors.map((t) => [t.name, t]));
+    } else {
+      const blob = typeof source.getFile === "function" ? await source.getFile() : source;
+      tensors = parseSafetensors(await blob.arrayBuffer(), name).tensors;
+    }
+    checkTensors({ tensors }, config);
+  } catch (e) {
+    throw new TypeError(`${name} does not fit ${config === state.demoConfig ? "the demo's config.json" : "its config.json"}: ${e.message}`);
+  } finally {
+    context.destroy?.();
+  }
+}
+
+/**
+ * A model picked by the user: `files` are FileSystemFileHandles (showOpenFilePicker) or Files
+ * (<input type=file>): one .safetensors and optionally its config.json (else the demo's config).
+ * Loads it when it fits; otherwise shows the error and keeps the current model.
+ */
+async function openPicked(files) {
+  try {
+    const named = await Promise.all(files.map(async (f) => ({ f, name: f.name ?? (await f.getFile()).name })));
+    const model = named.filter((x) => x.name.endsWith(".safetensors"));
+    const json = named.filter((x) => x.name.endsWith(".json"));
+    if (model.length !== 1 || json.length > 1 || named.length !== model.length + json.length) {
+      throw new TypeError(`pick one .safetensors file and, optionally, its config.json (got ${named.map((x) => x.name).join(", ") || "nothing"})`);
+    }
+    let config = state.demoConfig;
+    if (json.length) {
+      const file = typeof json[0].f.getFile === "function" ? await json[0].f.getFile() : json[0].f;
+      try {
+        config = JSON.parse(await file.text());
+      } catch (e) {
+        throw new TypeError(`${json[0].name} is not JSON: ${e.message}`);
+      }
+      checkConfig(config, json[0].name);
+    }
+    await checkModel(model[0].f, config, model[0].name);
+    state.config = config;
+    state.source = { source: model[0].f, origin: "picked", name: model[0].name };
+    $("modelName").textContent = `${model[0].name} (picked${json.length ? `, with ${json[0].name}` : ", the demo's config.json"})`;
+    await reload();
+    return { ok: true };
+  } catch (e) {
+    setStatus(`error: ${e.name}: ${e.message}`, true);
+    return { ok: false, error: `${e.name}: ${e.message}` };
+  }
+}
+
+async function pickModel() {
+  if (typeof window.showOpenFilePicker === "function") {
+    let handles;
+    try {
+      handles = await window.showOpenFilePicker({
+        multiple: true,
+        types: [{ description: "a safetensors model and its config.json",
+          accept: { "application/octet-stream": [".safetensors"], "application/json": [".json"] } }],
+      });
+    } catch (e) {
+      if (e.name === "AbortError") return; // the user closed the picker
+      throw e;
+    }
+    await openPicked(handles);
+  } else {
+    $("pickInput").click(); // its change event calls openPicked with Files
+  }
+}
 
 function setStatus(text, error = false) {
   $("status").textContent = text;
@@ -61,7 +186,7 @@ function drawMemory() {
   $("memoryText").textContent = `${MB(s.deviceBytes)} on the GPU (${resident} of ${s.experts.flat().length} experts ` +
     `resident, ${MB(s.expertGraphBytes)} each; non-expert ${MB(s.nonExpertBytes)}); budget ${MB(s.budgetBytes)}` +
     (s.runtimeBudgetBytes ? " (the context's memoryBudget)" : " (kept by the page)") +
-    `; host copies ${MB(s.hostBytes)}; uploaded ${MB(s.bytesUploaded)}`;
+    `; host copies ${MB(s.hostBytes)}; uploaded ${MB(s.bytesUploaded)}; streamed from the file ${MB(s.bytesStreamedFromDisk)}`;
 }
 
 function draw() {
@@ -78,12 +203,12 @@ async function loadModel() {
   const t0 = performance.now();
   setStatus(`building the ${mode} model…`);
   const model = await WebnnMoe.create({
-    ...state.webnn, config: state.config, file: state.file, mode, budgetFraction,
+    ...state.webnn, config: state.config, source: state.source.source, mode, budgetFraction,
     onProgress: (done, total) => setStatus(`building the ${mode} model: ${done} of ${total} graphs`),
   });
   state.model = model;
   setStatus(`ready: ${state.webnn.name}, mode ${mode}, expert budget ${Math.round(budgetFraction * 1000) / 10}%; ` +
-    `built in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    `weights through ${model.stats().weights}; built in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   $("generate").disabled = false;
   draw();
   return model;
@@ -149,17 +274,33 @@ async function generate(prompt, tokens, { collectLogits = false } = {}) {
 }
 
 async function main() {
-  const [config, reference, bytes] = await Promise.all([
+  const [config, reference] = await Promise.all([
     fetch(modelUrl("config.json")).then((r) => r.json()),
     fetch(modelUrl("reference.json")).then((r) => r.json()),
-    fetch(modelUrl("model.safetensors")).then((r) => {
-      if (!r.ok) throw new Error(`model.safetensors: HTTP ${r.status}`);
-      return r.arrayBuffer();
-    }),
   ]);
-  state.config = config;
-  state.file = parseSafetensors(bytes);
+  checkConfig(config, "config.json");
+  state.config = state.demoConfig = config;
   state.webnn = await loadWebnn();
+  let opfs;
+  try {
+    opfs = await opfsModel();
+  } catch (e) {
+    // No OPFS (an opaque origin, some private modes): the fetched Blob goes to the loader instead.
+    console.warn(`OPFS unavailable (${e.name}: ${e.message}); loading the fetched file`);
+    const blob = await fetch(modelUrl("model.safetensors")).then((r) => {
+      if (!r.ok) throw new Error(`model.safetensors: HTTP ${r.status}`);
+      return r.blob();
+    });
+    opfs = { handle: blob, origin: "fetched-no-opfs", bytes: blob.size };
+  }
+  state.source = { source: opfs.handle, origin: opfs.origin, name: OPFS_NAME, bytes: opfs.bytes };
+  $("modelName").textContent = `the demo model, ${MB(opfs.bytes)}: ` + {
+    fetched: "fetched once into the origin-private file system (OPFS)",
+    opfs: "the OPFS copy (no download)",
+    "fetched-no-opfs": "fetched (this page has no origin-private file system; nothing is kept)",
+  }[opfs.origin];
+  $("pick").onclick = () => pickModel().catch((e) => setStatus(`error: ${e.name}: ${e.message}`, true));
+  $("pickInput").onchange = () => { window.moe.picked = openPicked([...$("pickInput").files]); };
   for (const p of reference.prompts) $("examples").add(new Option(p.text, p.text));
   $("examples").onchange = () => { $("prompt").value = $("examples").value; };
   if (params.has("mode")) $("mode").value = params.get("mode");
@@ -174,7 +315,10 @@ async function main() {
   $("generate").onclick = () => generate($("prompt").value, Number($("tokens").value))
     .catch((e) => setStatus(`error: ${e.name}: ${e.message}`, true));
   $("stop").onclick = () => { state.stop = true; };
-  window.moe = { generate, reference, config, stats: () => state.model.stats(), ready: reload() };
+  window.moe = {
+    generate, reference, config, openPicked, stats: () => state.model.stats(), ready: reload(),
+    source: () => ({ origin: state.source.origin, name: state.source.name, kind: state.source.source?.constructor?.name }),
+  };
   await window.moe.ready;
   document.body.dataset.state = "ready";
 }

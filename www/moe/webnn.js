@@ -1,15 +1,23 @@
 // The demo MoE model on WebNN graphs, token by token with a KV cache held in MLTensors.
 //
-// Graphs: per layer an attention graph (rmsnorm, q/k/v, RoPE, GQA attention over the cache,
-// wo, residual) and a router graph (rmsnorm, router logits; read back: top-2 and their softmax
-// run in JS, model.js route()); one graph per expert that adds its weighted SwiGLU output to the
-// residual stream, x + weight * w2(silu(w1 h) * w3 h), so the two selected experts run one after
-// the other in the same order as the CPU reference sums them; a final norm + lm_head graph.
-// Weights: the float16 file is widened to float32 constants on load (SwiftShader, the test GPU,
-// has no shader-f16, and float32 keeps the results within the reference tolerance), transposed to
-// [in, out] so that every projection is a plain matmul.
+// Graphs: an embedding graph (gather of the token's row); per layer an attention graph (rmsnorm,
+// q/k/v, RoPE, GQA attention over the cache, wo, residual) and a router graph (rmsnorm, router
+// logits; read back: top-2 and their softmax run in JS, model.js route()); one graph per expert
+// that adds its weighted SwiGLU output to the residual stream, x + weight * w2(silu(w1 h) * w3 h),
+// so the two selected experts run one after the other in the same order as the CPU reference
+// sums them; a final norm + lm_head graph. examples/moe/model.rs builds the same graphs natively.
+// Linear weights stay [out, in] as stored: gemm(h, W, {bTranspose: true}).
 //
-// Memory modes for the expert graphs (the other graphs stay resident):
+// Weights: with the extensions, every constant comes from the weight loader:
+// context.openWeights(source, {floatType: "float32"}) (source: a FileSystemFileHandle, e.g. the
+// OPFS copy, or a File) and MLWeightFile.constantTensor(name), which streams the float16 file to
+// the GPU widened to float32 (SwiftShader, the test GPU, has no shader-f16, and float32 keeps the
+// results within the reference tolerance). Expert graphs then hold only file-backed constants, so
+// an evicted expert goes to the "disk" tier and streams back from the file. Without the
+// extensions (and in the rebuild baseline) the constants are JS Float32Arrays from the bytes.
+//
+// Memory modes for the expert graphs (the other graphs stay resident unless the budget evicts
+// them):
 // - "resident": every graph resident, no budget.
 // - "lru": the context's memoryBudget = non-expert bytes + fraction x expert bytes; the runtime
 //   evicts the least recently dispatched graphs (the EXTENSIONS.md budget).
@@ -18,34 +26,30 @@
 //   (USE-CASES.md case 2's load / predict / unload loop; fraction 0 unloads after every use).
 // - "rebuild": the standard API only: each expert use builds its graph from JS ArrayBuffers,
 //   dispatches it and destroys it.
-import { checkTensors, tensorFloat32, route, ropeAngles } from "./model.js";
+import { checkTensors, tensorFloat32, route, ropeAngles, parseSafetensors } from "./model.js";
 
 export const MODES = ["resident", "lru", "explicit", "rebuild"];
 const MASKED = -1e9; // additive attention mask for cache rows after the current position
 
 const desc = (shape) => ({ dataType: "float32", shape });
 
-// W [out, in] row-major -> [in, out] so that y = x @ Wt.
-function transposed(W, out, inner) {
-  const t = new Float32Array(W.length);
-  for (let o = 0; o < out; o++) for (let i = 0; i < inner; i++) t[i * out + o] = W[o * inner + i];
-  return t;
-}
-
 class Graphs {
-  constructor(builder) {
+  /** weight(name) resolves to the named constant operand of this builder. */
+  constructor(builder, weight) {
     this.b = builder;
+    this.weight = weight;
   }
   scalar(v) {
     return this.b.constant(desc([1]), new Float32Array([v]));
   }
-  weight(shape, data) {
-    return this.b.constant(desc(shape), data);
+  /** x @ W^T with W [out, in] as stored. */
+  async linear(x, name) {
+    return this.b.gemm(x, await this.weight(this.b, name), { bTranspose: true });
   }
-  rmsnorm(x, w, eps) {
+  async rmsnorm(x, name, eps) {
     const b = this.b;
     const meanSquare = b.reduceMean(b.mul(x, x), { axes: [1], keepDimensions: true });
-    return b.mul(b.div(x, b.sqrt(b.add(meanSquare, this.scalar(eps)))), w);
+    return b.mul(b.div(x, b.sqrt(b.add(meanSquare, this.scalar(eps)))), await this.weight(b, name));
   }
   // rotate_half RoPE on t [n, head_dim] with cos, sin [1, head_dim / 2].
   rope(t, cos, sin) {
@@ -55,10 +59,16 @@ class Graphs {
   }
 }
 
+/** Tensor names and shapes of an MLWeightFile as the { tensors: Map } checkTensors() reads. */
+function listing(weightFile) {
+  return { tensors: new Map(weightFile.tensors.map((t) => [t.name, t])) };
+}
+
 export class WebnnMoe {
   /**
-   * options: { ml, config, file (parseSafetensors result), mode, budgetFraction (0..1),
-   * onProgress(done, total) }.
+   * options: { ml, MLGraphBuilder, config, mode, budgetFraction (0..1), onProgress(done, total),
+   * and the weights: source (a FileSystemFileHandle, File or Blob of model.safetensors) and/or
+   * file (its parseSafetensors result; read from source when needed and absent) }.
    */
   static async create(options) {
     const m = new WebnnMoe(options);
@@ -66,12 +76,13 @@ export class WebnnMoe {
     return m;
   }
 
-  constructor({ ml = globalThis.navigator?.ml, MLGraphBuilder = globalThis.MLGraphBuilder, config, file,
+  constructor({ ml = globalThis.navigator?.ml, MLGraphBuilder = globalThis.MLGraphBuilder, config, source, file,
     mode = "resident", budgetFraction = 1, onProgress }) {
     if (!ml) throw new TypeError("WebNN is not available (navigator.ml is undefined)");
     if (!MODES.includes(mode)) throw new TypeError(`mode must be one of ${MODES.join(", ")}`);
-    checkTensors(file, config);
-    Object.assign(this, { ml, MLGraphBuilder, file, mode, budgetFraction, onProgress });
+    if (!source && !file) throw new TypeError("no weights: pass source (a file handle, File or Blob) or file");
+    if (file) checkTensors(file, config);
+    Object.assign(this, { ml, MLGraphBuilder, source, file, mode, budgetFraction, onProgress });
     this.c = config;
     this.pos = 0;
     this.builds = 0; // expert graph builds (rebuild mode)
@@ -82,6 +93,7 @@ export class WebnnMoe {
     this.explicitSwapOuts = 0;
     this.lastRoutes = [];
     this.clock = 0;
+    this.weightFile = null; // the MLWeightFile of the current context
     const E = config.n_experts;
     this.experts = Array.from({ length: config.n_layers }, () =>
       Array.from({ length: E }, () => ({ graph: null, hits: 0, lastUsed: 0 })));
@@ -91,29 +103,48 @@ export class WebnnMoe {
     return typeof this.context?.memoryInfo === "function";
   }
 
-  tensorOf(name) {
-    return tensorFloat32(this.file, name);
+  /** Whether constants come from the weight loader: the extensions, a source, and not rebuild. */
+  get streamed() {
+    return this.mode !== "rebuild" && Boolean(this.source) && typeof this.context?.openWeights === "function";
   }
 
-  linear(name) {
+  /** The weights as JS arrays (rebuild, or WebNN without the extensions): read once. */
+  async jsFile() {
+    if (!this.file) {
+      const blob = typeof this.source.getFile === "function" ? await this.source.getFile() : this.source;
+      this.file = parseSafetensors(await blob.arrayBuffer(), blob.name ?? "model.safetensors");
+      checkTensors(this.file, this.c);
+    }
+    return this.file;
+  }
+
+  /** The named weight as a constant operand of `builder`: streamed from the file, or JS bytes. */
+  async weight(builder, name) {
+    if (this.weightFile) return builder.constant(await this.weightFile.constantTensor(name));
     const t = this.file.tensors.get(name);
-    const [out, inner] = t.shape;
-    return { data: transposed(this.tensorOf(name), out, inner), shape: [inner, out] };
+    return builder.constant(desc(t.shape), tensorFloat32(this.file, name));
   }
 
-  expertWeights(l, e) {
-    const q = `layers.${l}.moe.experts.${e}.`;
-    return { w1: this.linear(q + "w1.weight"), w3: this.linear(q + "w3.weight"), w2: this.linear(q + "w2.weight") };
+  graphs() {
+    return new Graphs(new this.MLGraphBuilder(this.context), (b, name) => this.weight(b, name));
   }
 
+  /** The context (with `budget` as its memoryBudget) and, when streamed, its MLWeightFile. */
   async newContext(budget) {
-    return budget === undefined ? this.ml.createContext() : this.ml.createContext({ memoryBudget: budget });
+    this.context = budget === undefined ? await this.ml.createContext() : await this.ml.createContext({ memoryBudget: budget });
+    this.weightFile = null;
+    if (this.streamed) {
+      this.weightFile = await this.context.openWeights(this.source, { floatType: "float32" });
+      checkTensors(listing(this.weightFile), this.c);
+    } else {
+      await this.jsFile();
+    }
   }
 
   async init() {
     const c = this.c;
     const count = c.n_layers * c.n_experts;
-    const total = c.n_layers * 2 + 1 + count;
+    const total = c.n_layers * 2 + 2 + count;
     let done = 0;
     const progress = () => this.onProgress?.(++done, total);
     const budgetOf = () => Math.round(this.nonExpertBytes + this.budgetFraction * this.expertGraphBytes * count);
@@ -121,16 +152,16 @@ export class WebnnMoe {
     // Bytes are measured, not guessed: they include the runtime's intermediate pool. lru needs
     // them before its context exists (memoryBudget is a context option), so a probe context
     // builds the non-expert graphs and one expert first.
-    this.context = await this.newContext();
+    await this.newContext();
     if (this.mode === "lru" && this.extensions) {
       await this.buildShared(() => {});
       this.nonExpertBytes = this.context.memoryInfo().deviceBytes;
-      const probe = await this.buildExpert(0, 0, this.expertWeights(0, 0));
+      const probe = await this.buildExpert(0, 0);
       this.expertGraphBytes = this.context.memoryInfo().deviceBytes - this.nonExpertBytes;
       probe.destroy();
       this.context.destroy();
       this.budgetBytes = budgetOf();
-      this.context = await this.newContext(this.budgetBytes);
+      await this.newContext(this.budgetBytes);
     }
     await this.buildShared(progress);
     if (this.extensions) this.nonExpertBytes ??= this.context.memoryInfo().deviceBytes;
@@ -138,18 +169,18 @@ export class WebnnMoe {
     for (let l = 0; l < c.n_layers; l++) {
       for (let e = 0; e < c.n_experts; e++) {
         const slot = this.experts[l][e];
-        const weights = this.expertWeights(l, e);
         if (this.mode === "rebuild") {
           // The standard-API baseline keeps the weights in JS and copies them in at every build.
-          slot.weights = weights;
+          const q = `layers.${l}.moe.experts.${e}.`;
+          slot.weights = new Map(["w1", "w3", "w2"].map((w) => [q + w + ".weight", tensorFloat32(this.file, q + w + ".weight")]));
           if (this.extensions && this.expertGraphBytes === undefined) {
-            const probe = await this.buildExpert(l, e, weights);
+            const probe = await this.buildExpert(l, e, slot.weights);
             this.expertGraphBytes = this.context.memoryInfo().deviceBytes - this.nonExpertBytes;
             probe.destroy();
           }
         } else {
           const before = this.extensions ? this.context.memoryInfo().deviceBytes : 0;
-          slot.graph = await this.buildExpert(l, e, weights);
+          slot.graph = await this.buildExpert(l, e);
           if (this.extensions) this.expertGraphBytes ??= this.context.memoryInfo().deviceBytes - before;
         }
         if (this.extensions) this.budgetBytes ??= budgetOf();
@@ -166,9 +197,10 @@ export class WebnnMoe {
     const { d_model: d, n_heads: H, n_kv_heads: Hkv, head_dim: hd, max_seq: S } = c;
     const kvWidth = Hkv * hd;
     const rep = H / Hkv;
-    const tensor = (shape, flags) => ctx.createTensor({ ...desc(shape), ...flags });
+    const tensor = (shape, flags, dataType = "float32") => ctx.createTensor({ dataType, shape, ...flags });
     const rw = { readable: true, writable: true };
     this.t = {
+      token: await tensor([1], { writable: true }, "int32"),
       x: [await tensor([1, d], rw), await tensor([1, d], rw)],
       h: await tensor([1, d], {}),
       routerLogits: await tensor([1, c.n_experts], { readable: true }),
@@ -186,12 +218,19 @@ export class WebnnMoe {
       this.t.values.push([await tensor([S, kvWidth], { writable: true }), await tensor([S, kvWidth], { writable: true })]);
     }
 
+    // The token's embedding row, gathered on the GPU.
+    let g = this.graphs();
+    let b = g.b;
+    const token = b.input("token", { dataType: "int32", shape: [1] });
+    this.embedding = await b.build({ x: b.gather(await this.weight(b, "embed.weight"), token, { axis: 0 }) });
+    progress();
+
     this.attention = [];
     this.router = [];
     for (let l = 0; l < c.n_layers; l++) {
       const p = `layers.${l}.`;
-      let g = new Graphs(new this.MLGraphBuilder(ctx));
-      let b = g.b;
+      g = this.graphs();
+      b = g.b;
       const x = b.input("x", desc([1, d]));
       const cos = b.input("cos", desc([1, hd / 2]));
       const sin = b.input("sin", desc([1, hd / 2]));
@@ -199,14 +238,10 @@ export class WebnnMoe {
       const onehot = b.input("onehot", desc([S, 1]));
       const kIn = b.input("keys", desc([S, kvWidth]));
       const vIn = b.input("values", desc([S, kvWidth]));
-      const h = g.rmsnorm(x, g.weight([1, d], this.tensorOf(p + "attn_norm.weight")), c.norm_eps);
-      const proj = (name) => {
-        const w = this.linear(p + name);
-        return b.matmul(h, g.weight(w.shape, w.data));
-      };
-      const q = g.rope(b.reshape(proj("attn.wq.weight"), [H, hd]), cos, sin);
-      const k = b.reshape(g.rope(b.reshape(proj("attn.wk.weight"), [Hkv, hd]), cos, sin), [1, kvWidth]);
-      const v = proj("attn.wv.weight");
+      const h = await g.rmsnorm(x, p + "attn_norm.weight", c.norm_eps);
+      const q = g.rope(b.reshape(await g.linear(h, p + "attn.wq.weight"), [H, hd]), cos, sin);
+      const k = b.reshape(g.rope(b.reshape(await g.linear(h, p + "attn.wk.weight"), [Hkv, hd]), cos, sin), [1, kvWidth]);
+      const v = await g.linear(h, p + "attn.wv.weight");
       // The cache row at this position takes the new k / v; every other row is kept (exact: 0/1).
       const keep = b.sub(g.scalar(1), onehot);
       const keys = b.add(b.mul(kIn, keep), b.mul(onehot, k));
@@ -217,43 +252,46 @@ export class WebnnMoe {
       const v3 = b.transpose(b.reshape(values, [S, Hkv, hd]), { permutation: [1, 0, 2] });
       const scores = b.add(b.mul(b.matmul(q3, k3), g.scalar(1 / Math.sqrt(hd))), mask);
       const heads = b.reshape(b.matmul(b.softmax(scores, 2), v3), [1, H * hd]);
-      const wo = this.linear(p + "attn.wo.weight");
-      const xOut = b.add(x, b.matmul(heads, g.weight(wo.shape, wo.data)));
+      const xOut = b.add(x, await g.linear(heads, p + "attn.wo.weight"));
       this.attention.push(await b.build({ x: xOut, keys, values }));
       progress();
 
-      g = new Graphs(new this.MLGraphBuilder(ctx));
+      g = this.graphs();
       b = g.b;
       const xr = b.input("x", desc([1, d]));
-      const hr = g.rmsnorm(xr, g.weight([1, d], this.tensorOf(p + "moe_norm.weight")), c.norm_eps);
-      const router = this.linear(p + "moe.router.weight");
-      const logits = b.matmul(hr, g.weight(router.shape, router.data));
-      this.router.push(await b.build({ h: hr, logits }));
+      const hr = await g.rmsnorm(xr, p + "moe_norm.weight", c.norm_eps);
+      this.router.push(await b.build({ h: hr, logits: await g.linear(hr, p + "moe.router.weight") }));
       progress();
     }
 
-    const g = new Graphs(new this.MLGraphBuilder(ctx));
-    const b = g.b;
+    g = this.graphs();
+    b = g.b;
     const x = b.input("x", desc([1, d]));
-    const head = this.linear("lm_head.weight");
-    const normed = g.rmsnorm(x, g.weight([1, d], this.tensorOf("norm.weight")), c.norm_eps);
-    this.final = await b.build({ logits: b.matmul(normed, g.weight(head.shape, head.data)) });
+    const normed = await g.rmsnorm(x, "norm.weight", c.norm_eps);
+    this.final = await b.build({ logits: await g.linear(normed, "lm_head.weight") });
     progress();
   }
 
-  /** x + weight * w2(silu(w1 h) * w3 h); silu(a) = a / (1 + exp(-a)). */
-  async buildExpert(l, e, w) {
+  /**
+   * x + weight * w2(silu(w1 h) * w3 h), silu(a) = a * sigmoid(a): the expert's only constants
+   * are its three weights, so a streamed expert can go to the "disk" tier. `jsWeights` (a Map of
+   * name -> Float32Array) is the rebuild baseline's copy.
+   */
+  async buildExpert(l, e, jsWeights) {
     const c = this.c;
-    const g = new Graphs(new this.MLGraphBuilder(this.context));
+    const weight = jsWeights
+      ? (b, name) => b.constant(desc(this.file.tensors.get(name).shape), jsWeights.get(name))
+      : (b, name) => this.weight(b, name);
+    const g = new Graphs(new this.MLGraphBuilder(this.context), weight);
     const b = g.b;
+    const q = `layers.${l}.moe.experts.${e}.`;
     const x = b.input("x", desc([1, c.d_model]));
     const h = b.input("h", desc([1, c.d_model]));
-    const weight = b.input("weight", desc([1, 1]));
-    const gate = b.matmul(h, g.weight(w.w1.shape, w.w1.data));
-    const up = b.matmul(h, g.weight(w.w3.shape, w.w3.data));
-    const silu = b.div(gate, b.add(g.scalar(1), b.exp(b.neg(gate))));
-    const down = b.matmul(b.mul(silu, up), g.weight(w.w2.shape, w.w2.data));
-    return b.build({ x: b.add(x, b.mul(weight, down)) });
+    const w = b.input("weight", desc([1, 1]));
+    const gate = await g.linear(h, q + "w1.weight");
+    const up = await g.linear(h, q + "w3.weight");
+    const down = await g.linear(b.mul(b.mul(gate, b.sigmoid(gate)), up), q + "w2.weight");
+    return b.build({ x: b.add(x, b.mul(w, down)) });
   }
 
   /** Forgets the sequence: position 0, cleared caches. */
@@ -273,7 +311,7 @@ export class WebnnMoe {
       .sort((a, b) => a.lastUsed - b.lastUsed);
     for (const s of candidates) {
       if (this.context.memoryInfo().deviceBytes <= this.budgetBytes) break;
-      await s.graph.swapOut();
+      await s.graph.swapOut(this.weightFile ? { to: "disk" } : undefined);
       this.explicitSwapOuts++;
     }
   }
@@ -282,7 +320,7 @@ export class WebnnMoe {
   async step(token) {
     const c = this.c;
     const ctx = this.context;
-    const { d_model: d, max_seq: S } = c;
+    const S = c.max_seq;
     if (this.pos >= S) throw new RangeError(`sequence longer than max_seq ${S}`);
     const T = this.t;
     const { cos, sin } = ropeAngles(c, this.pos);
@@ -294,9 +332,11 @@ export class WebnnMoe {
     ctx.writeTensor(T.sin, sin);
     ctx.writeTensor(T.mask, mask);
     ctx.writeTensor(T.onehot, onehot);
-    const embed = this.embed ??= this.tensorOf("embed.weight");
+    if (!Number.isInteger(token) || token < 0 || token >= c.vocab) throw new RangeError(`token ${token} is not in 0..${c.vocab - 1}`);
+    ctx.writeTensor(T.token, new Int32Array([token]));
     let cur = 0; // T.x[cur] holds the residual stream
-    ctx.writeTensor(T.x[cur], embed.subarray(token * d, (token + 1) * d));
+    this.countMiss(this.embedding);
+    ctx.dispatch(this.embedding, { token: T.token }, { x: T.x[cur] });
     const toDestroy = [];
     this.lastRoutes = [];
     const now = this.pos % 2;
@@ -367,6 +407,8 @@ export class WebnnMoe {
       swapIns: info?.swapIns ?? 0,
       swapOuts: info?.swapOuts ?? 0,
       bytesUploaded: info?.bytesUploaded ?? 0,
+      bytesStreamedFromDisk: info?.bytesStreamedFromDisk ?? 0,
+      weights: this.weightFile ? "weight loader (constantTensor)" : "JS arrays (builder.constant)",
       builds: this.builds,
       expertUses: this.expertUses,
       expertMisses: this.expertMisses,

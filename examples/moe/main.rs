@@ -1,0 +1,204 @@
+//! The MoE demo model natively: greedy decoding of every reference prompt in each memory mode,
+//! a table of decode tokens/s and swap counts, and the greedy tokens checked against
+//! www/models/moe/reference.json (PyTorch). The graphs are those of www/moe/webnn.js.
+//!
+//!   cargo run --release --example moe -- --sweep --tokens 32
+//!   cargo run --release --example moe -- --mode lru --budget 0.25 --tokens 8
+//!
+//! --sweep: resident, lru and explicit at expert budgets 100/50/25/12.5%, and rebuild.
+//! --mode / --budget take comma-separated lists. Exit status 1 when a token differs.
+
+mod model;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use model::{argmax, read_reference, relative_error, Config, Mode, Moe, Weights};
+use webnn_wgpu::{Error, Result};
+
+struct Args {
+    dir: PathBuf,
+    tokens: usize,
+    runs: Vec<(Mode, f64)>,
+}
+
+fn parse_args() -> Result<Args> {
+    let mut dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/www/models/moe"));
+    let (mut tokens, mut sweep) = (32usize, false);
+    let (mut modes, mut budgets) = (vec![Mode::Lru], vec![0.25]);
+    let mut it = std::env::args().skip(1);
+    let usage = |what: &str| {
+        Error::Type(format!("{what}; usage: moe [--sweep] [--tokens N] [--mode M,..] [--budget F,..] [--dir D]"))
+    };
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().ok_or_else(|| usage(&format!("{arg} needs a value")));
+        match arg.as_str() {
+            "--sweep" => sweep = true,
+            "--tokens" => tokens = value()?.parse().map_err(|_| usage("--tokens is a count"))?,
+            "--mode" => modes = value()?.split(',').map(Mode::from_name).collect::<Result<_>>()?,
+            "--budget" => {
+                budgets = value()?
+                    .split(',')
+                    .map(|b| b.parse::<f64>().ok().filter(|b| (0.0..=1.0).contains(b)))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| usage("--budget is a fraction of the expert bytes, 0..1"))?
+            }
+            "--dir" => dir = PathBuf::from(value()?),
+            _ => return Err(usage(&format!("unknown argument {arg}"))),
+        }
+    }
+    if sweep {
+        modes = Mode::ALL.to_vec();
+        budgets = vec![1.0, 0.5, 0.25, 0.125];
+    }
+    let mut runs = Vec::new();
+    for mode in modes {
+        match mode {
+            Mode::Resident | Mode::Rebuild => runs.push((mode, 1.0)),
+            _ => runs.extend(budgets.iter().map(|&b| (mode, b))),
+        }
+    }
+    Ok(Args { dir, tokens, runs })
+}
+
+struct Row {
+    mode: Mode,
+    budget: f64,
+    tokens_per_second: f64,
+    swap_ins: u64,
+    swap_outs: u64,
+    streamed: u64,
+    misses: u64,
+    uses: u64,
+    builds: u64,
+    resident: (usize, usize),
+    ok: bool,
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("moe: {}: {}", e.name(), e.message());
+        std::process::exit(2);
+    }
+}
+
+fn run() -> Result<()> {
+    let args = parse_args()?;
+    let read_json = |name: &str| -> Result<serde_json::Value> {
+        let path = args.dir.join(name);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::Data(format!("{}: {e}", path.display())))?;
+        serde_json::from_str(&text).map_err(|e| Error::Data(format!("{}: {e}", path.display())))
+    };
+    let config = Config::from_json(&read_json("config.json")?)?;
+    let (prompts, tolerance) = read_reference(&read_json("reference.json")?)?;
+    let weights = Weights::open(&args.dir.join("model.safetensors"), &config)?;
+    let mut rows = Vec::new();
+    let mut adapter = String::new();
+    for &(mode, budget) in &args.runs {
+        let t0 = Instant::now();
+        let mut m = Moe::new(config.clone(), &weights, mode, budget)?;
+        adapter = m.ctx.adapter_info().name.clone();
+        let built = t0.elapsed().as_secs_f64();
+        let start = m.ctx.memory_info();
+        let (mut decoded, mut seconds, mut ok) = (0usize, 0.0f64, true);
+        for p in &prompts {
+            m.reset()?;
+            let mut logits = Vec::new();
+            for &id in &p.ids {
+                logits = m.step(id)?;
+            }
+            let error = relative_error(&logits, &p.last_logits);
+            let n = args.tokens.min(p.greedy_tokens.len()).min((config.max_seq as usize).saturating_sub(p.ids.len()));
+            let mut out = Vec::new();
+            let t = Instant::now();
+            for i in 0..n {
+                let token = argmax(&logits) as u32;
+                out.push(token);
+                if i + 1 < n {
+                    logits = m.step(token)?;
+                }
+            }
+            seconds += t.elapsed().as_secs_f64();
+            decoded += n.saturating_sub(1);
+            let same = out[..] == p.greedy_tokens[..n];
+            ok &= same && error <= tolerance;
+            println!(
+                "{} {:>5.1}%: {:?} -> {:?}: {} (last-position logits rel err {error:.1e})",
+                mode.name(),
+                budget * 100.0,
+                p.text,
+                String::from_utf8_lossy(&out.iter().map(|&t| t as u8).collect::<Vec<_>>()),
+                if same { "tokens identical to the reference" } else { "TOKENS DIFFER from the reference" },
+            );
+        }
+        let end = m.ctx.memory_info();
+        rows.push(Row {
+            mode,
+            budget,
+            tokens_per_second: decoded as f64 / seconds,
+            swap_ins: end.swap_ins - start.swap_ins,
+            swap_outs: end.swap_outs - start.swap_outs,
+            streamed: end.bytes_streamed_from_disk - start.bytes_streamed_from_disk,
+            misses: m.stats.expert_misses,
+            uses: m.stats.expert_uses,
+            builds: m.stats.builds,
+            resident: m.resident_experts(),
+            ok,
+        });
+        println!(
+            "   built in {built:.2} s; non-expert {:.1} MB, expert graph {:.2} MB, budget {:.1} MB",
+            m.non_expert_bytes as f64 / 1e6,
+            m.expert_bytes as f64 / 1e6,
+            m.budget_bytes as f64 / 1e6
+        );
+    }
+    // What one expert miss costs against one rebuild, outside the token loop.
+    let m = Moe::new(config.clone(), &weights, Mode::Resident, 1.0)?;
+    let [from_disk, from_host, rebuild] = m.expert_costs(9)?;
+    drop(m);
+    println!("\n## MoE decode ({adapter}; {} tokens after each of {} prompts)", args.tokens, prompts.len());
+    println!("| mode | expert budget | tokens/s | swap-ins | swap-outs | streamed from disk | expert misses / uses | builds | experts resident at end | tokens |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {:.2} | {} | {} | {:.1} MB | {} / {} | {} | {} / {} | {} |",
+            r.mode.name(),
+            if matches!(r.mode, Mode::Resident | Mode::Rebuild) {
+                "-".to_string()
+            } else {
+                format!("{}%", r.budget * 100.0)
+            },
+            r.tokens_per_second,
+            r.swap_ins,
+            r.swap_outs,
+            r.streamed as f64 / 1e6,
+            r.misses,
+            r.uses,
+            r.builds,
+            r.resident.0,
+            r.resident.1,
+            if r.ok { "identical" } else { "DIFFER" }
+        );
+    }
+    println!(
+        "one expert graph back on the GPU (median of 9): swap_in() from the disk tier {:.2} ms, from host copies {:.2} ms; \
+         rebuild from host copies {:.2} ms",
+        from_disk * 1e3,
+        from_host * 1e3,
+        rebuild * 1e3
+    );
+    let speed = |mode: Mode, budget: Option<f64>| {
+        rows.iter().find(|r| r.mode == mode && budget.is_none_or(|b| r.budget == b)).map(|r| r.tokens_per_second)
+    };
+    if let (Some(lru), Some(resident)) = (speed(Mode::Lru, Some(0.25)), speed(Mode::Resident, None)) {
+        println!("lru at 25%: {:.0}% of all-resident tokens/s (target >= 50%)", 100.0 * lru / resident);
+    }
+    if let (Some(lru), Some(rebuild)) = (speed(Mode::Lru, Some(0.25)), speed(Mode::Rebuild, None)) {
+        println!("lru at 25%: {:.1}x the destroy-and-rebuild baseline (target >= 5x)", lru / rebuild);
+    }
+    if rows.iter().any(|r| !r.ok) {
+        eprintln!("moe: some greedy tokens or logits differ from reference.json");
+        std::process::exit(1);
+    }
+    Ok(())
+}

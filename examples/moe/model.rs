@@ -1,0 +1,806 @@
+//! The demo Mixture-of-Experts model (www/models/moe) on the Rust core: the same graphs as
+//! www/moe/webnn.js, built with the core's builder. Weights come from the safetensors file
+//! through the weight loader (float16 widened to float32 while streaming), so evicted experts
+//! go to the "disk" tier; the KV cache lives in tensors; the router runs on the GPU and the
+//! top-2 choice in host code, which then dispatches one graph per selected expert.
+//!
+//! Memory modes for the expert graphs (the other graphs stay resident unless the budget evicts
+//! them):
+//! - `Resident`: every graph resident, no budget.
+//! - `Lru`: the context's memory budget = non-expert bytes + fraction x expert bytes; the runtime
+//!   evicts the least recently dispatched graphs.
+//! - `Explicit`: the caller manages it: `swap_in()` before an expert's use and, after each layer,
+//!   `swap_out()` of the least recently used experts until the context is within the same budget.
+//! - `Rebuild`: the standard API only: every expert use builds its graph from host bytes,
+//!   dispatches it and destroys it.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::Path;
+use std::rc::Rc;
+
+use webnn_wgpu::graph::{DataType, GraphBuilder, Operand, OperandDescriptor};
+use webnn_wgpu::memory::Residency;
+use webnn_wgpu::ops::activation::Activation;
+use webnn_wgpu::ops::concat::Splits;
+use webnn_wgpu::ops::elementwise_binary::BinaryOp;
+use webnn_wgpu::ops::elementwise_unary::UnaryOp;
+use webnn_wgpu::ops::matmul::GemmOptions;
+use webnn_wgpu::ops::reduce::{ReduceOp, ReduceOptions};
+use webnn_wgpu::ops::Op;
+use webnn_wgpu::runtime::{Context, ContextOptions, Graph, Tensor, TensorDescriptor};
+use webnn_wgpu::weights::stream::convert_chunk;
+use webnn_wgpu::weights::{FileSource, LoadOptions, Source, WeightFile};
+use webnn_wgpu::{Error, Result};
+
+/// Additive attention mask for cache rows after the current position.
+const MASKED: f32 = -1e9;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Resident,
+    Lru,
+    Explicit,
+    Rebuild,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 4] = [Mode::Resident, Mode::Lru, Mode::Explicit, Mode::Rebuild];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Resident => "resident",
+            Mode::Lru => "lru",
+            Mode::Explicit => "explicit",
+            Mode::Rebuild => "rebuild",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Result<Mode> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| Error::Type(format!("mode '{name}': expected resident, lru, explicit or rebuild")))
+    }
+}
+
+/// config.json's model dimensions.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub vocab: u32,
+    pub d_model: u32,
+    pub n_layers: u32,
+    pub n_heads: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    pub d_ff: u32,
+    pub n_experts: u32,
+    pub top_k: u32,
+    pub rope_theta: f64,
+    pub norm_eps: f64,
+    pub max_seq: u32,
+}
+
+impl Config {
+    pub fn from_json(json: &serde_json::Value) -> Result<Config> {
+        let int = |key: &str| -> Result<u32> {
+            json.get(key)
+                .and_then(|v| v.as_u64())
+                .and_then(|v| u32::try_from(v).ok())
+                .filter(|&v| v > 0)
+                .ok_or_else(|| Error::Type(format!("config.json: '{key}' is missing or not a positive integer")))
+        };
+        let float = |key: &str| -> Result<f64> {
+            json.get(key)
+                .and_then(|v| v.as_f64())
+                .ok_or_else(|| Error::Type(format!("config.json: '{key}' is missing or not a number")))
+        };
+        let c = Config {
+            vocab: int("vocab")?,
+            d_model: int("d_model")?,
+            n_layers: int("n_layers")?,
+            n_heads: int("n_heads")?,
+            n_kv_heads: int("n_kv_heads")?,
+            head_dim: int("head_dim")?,
+            d_ff: int("d_ff")?,
+            n_experts: int("n_experts")?,
+            top_k: int("top_k")?,
+            rope_theta: float("rope_theta")?,
+            norm_eps: float("norm_eps")?,
+            max_seq: int("max_seq")?,
+        };
+        if !c.n_heads.is_multiple_of(c.n_kv_heads) || !c.head_dim.is_multiple_of(2) || c.top_k > c.n_experts {
+            return Err(Error::Type(format!(
+                "config.json: n_heads {} must be a multiple of n_kv_heads {}, head_dim {} even, top_k {} <= n_experts {}",
+                c.n_heads, c.n_kv_heads, c.head_dim, c.top_k, c.n_experts
+            )));
+        }
+        Ok(c)
+    }
+
+    /// Tensor names and shapes the config promises (`[out, in]` for linear weights).
+    pub fn expected_tensors(&self) -> Vec<(String, Vec<u64>)> {
+        let (d, ff) = (self.d_model as u64, self.d_ff as u64);
+        let (q, kv) = ((self.n_heads * self.head_dim) as u64, (self.n_kv_heads * self.head_dim) as u64);
+        let mut want = vec![
+            ("embed.weight".to_string(), vec![self.vocab as u64, d]),
+            ("norm.weight".to_string(), vec![d]),
+            ("lm_head.weight".to_string(), vec![self.vocab as u64, d]),
+        ];
+        for l in 0..self.n_layers {
+            let p = format!("layers.{l}.");
+            for (name, shape) in [
+                ("attn_norm.weight", vec![d]),
+                ("moe_norm.weight", vec![d]),
+                ("attn.wq.weight", vec![q, d]),
+                ("attn.wk.weight", vec![kv, d]),
+                ("attn.wv.weight", vec![kv, d]),
+                ("attn.wo.weight", vec![d, q]),
+                ("moe.router.weight", vec![self.n_experts as u64, d]),
+            ] {
+                want.push((format!("{p}{name}"), shape));
+            }
+            for e in 0..self.n_experts {
+                for (name, shape) in [("w1", vec![ff, d]), ("w3", vec![ff, d]), ("w2", vec![d, ff])] {
+                    want.push((format!("{p}moe.experts.{e}.{name}.weight"), shape));
+                }
+            }
+        }
+        want
+    }
+}
+
+/// A tensor's float32 bytes in host memory, with its shape.
+type HostCopy = Rc<(Vec<u32>, Vec<u8>)>;
+
+/// The weight file, opened once; each context streams its constants from it.
+pub struct Weights {
+    pub file: WeightFile,
+    source: Rc<FileSource>,
+    options: LoadOptions,
+    /// float32 host copies for the rebuild baseline, which keeps its weights in host memory.
+    host: RefCell<HashMap<String, HostCopy>>,
+}
+
+impl Weights {
+    /// Opens the file and checks it holds exactly the config's tensors, as float types.
+    pub fn open(path: &Path, config: &Config) -> Result<Weights> {
+        let source = Rc::new(FileSource::open(path)?);
+        let file = pollster::block_on(WeightFile::open(&*source))?;
+        let want = config.expected_tensors();
+        for (name, shape) in &want {
+            let t = file.tensor(name)?;
+            if &t.shape != shape || !matches!(t.type_name.as_str(), "F16" | "F32" | "BF16") {
+                return Err(Error::Type(format!(
+                    "{}: tensor '{name}' is {} {:?}, config.json expects a float {shape:?}",
+                    file.file_name, t.type_name, t.shape
+                )));
+            }
+        }
+        if let Some(extra) = file.tensors.iter().find(|t| !want.iter().any(|(n, _)| n == &t.name)) {
+            return Err(Error::Type(format!("{}: unexpected tensor '{}'", file.file_name, extra.name)));
+        }
+        let options = LoadOptions { float_type: Some(DataType::Float32), ..LoadOptions::default() };
+        Ok(Weights { file, source, options, host: RefCell::default() })
+    }
+
+    /// A float32 constant tensor streamed from the file (it can go to the "disk" tier).
+    pub fn tensor(&self, ctx: &Context, name: &str) -> Result<Tensor> {
+        let (t, _) =
+            pollster::block_on(self.file.constant_tensor(ctx, &self.source, name, &self.options, &mut |_, _| {}))?;
+        Ok(t)
+    }
+
+    /// The tensor as float32 bytes in host memory, with its shape (the rebuild baseline's copy,
+    /// read and converted once).
+    pub fn host(&self, name: &str) -> Result<HostCopy> {
+        if let Some(copy) = self.host.borrow().get(name) {
+            return Ok(copy.clone());
+        }
+        let info = self.file.tensor(name)?;
+        let stored = info.stored.ok_or_else(|| Error::Type(format!("tensor '{name}': unsupported type")))?;
+        let mut raw = vec![0u8; info.byte_length as usize];
+        pollster::block_on(self.source.read_at(info.offset, &mut raw))?;
+        let mut out = Vec::new();
+        convert_chunk(self.source.name(), name, stored, DataType::Float32, 0, &raw, &mut out)?;
+        let copy = Rc::new((info.shape.iter().map(|&d| d as u32).collect(), out));
+        self.host.borrow_mut().insert(name.to_string(), copy.clone());
+        Ok(copy)
+    }
+}
+
+/// A constant's origin: streamed from the file, or host bytes (the standard-API baseline).
+#[derive(Clone, Copy)]
+enum Constants<'w> {
+    File(&'w Weights),
+    Host(&'w Weights),
+}
+
+/// A graph builder with the model's building blocks.
+struct G<'w> {
+    b: GraphBuilder,
+    weights: Constants<'w>,
+}
+
+fn f32s(shape: &[u32]) -> OperandDescriptor {
+    OperandDescriptor::new(DataType::Float32, shape.to_vec())
+}
+
+impl<'w> G<'w> {
+    fn new(ctx: &Context, weights: Constants<'w>) -> Result<G<'w>> {
+        Ok(G { b: GraphBuilder::new(ctx)?, weights })
+    }
+    fn input(&mut self, name: &str, shape: &[u32]) -> Result<Operand> {
+        self.b.input(name, f32s(shape))
+    }
+    fn weight(&mut self, name: &str) -> Result<Operand> {
+        match self.weights {
+            Constants::File(w) => {
+                let t = w.tensor(self.b.context(), name)?;
+                self.b.constant_tensor(&t)
+            }
+            Constants::Host(w) => {
+                let copy = w.host(name)?;
+                self.b.constant(f32s(&copy.0), &copy.1)
+            }
+        }
+    }
+    fn scalar(&mut self, v: f64) -> Result<Operand> {
+        self.b.constant_scalar(DataType::Float32, v)
+    }
+    fn bin(&mut self, op: BinaryOp, a: Operand, b: Operand) -> Result<Operand> {
+        self.b.operator1(Op::Binary(op), &[a, b], "")
+    }
+    fn add(&mut self, a: Operand, b: Operand) -> Result<Operand> {
+        self.bin(BinaryOp::Add, a, b)
+    }
+    fn sub(&mut self, a: Operand, b: Operand) -> Result<Operand> {
+        self.bin(BinaryOp::Sub, a, b)
+    }
+    fn mul(&mut self, a: Operand, b: Operand) -> Result<Operand> {
+        self.bin(BinaryOp::Mul, a, b)
+    }
+    fn reshape(&mut self, a: Operand, shape: &[u32]) -> Result<Operand> {
+        self.b.operator1(Op::Reshape { new_shape: shape.to_vec() }, &[a], "")
+    }
+    fn transpose(&mut self, a: Operand, permutation: &[u32]) -> Result<Operand> {
+        self.b.operator1(Op::Transpose { permutation: Some(permutation.to_vec()) }, &[a], "")
+    }
+    /// x @ W^T for W [out, in] as stored (gemm's bTranspose: no transposed copy of the weight).
+    fn linear(&mut self, x: Operand, name: &str) -> Result<Operand> {
+        let w = self.weight(name)?;
+        self.b.operator1(Op::Gemm(GemmOptions { b_transpose: true, ..GemmOptions::default() }), &[x, w], "")
+    }
+    fn rmsnorm(&mut self, x: Operand, name: &str, eps: f64) -> Result<Operand> {
+        let squares = self.mul(x, x)?;
+        let mean = self.b.operator1(
+            Op::Reduce(ReduceOp::Mean, ReduceOptions { axes: Some(vec![1]), keep_dimensions: true }),
+            &[squares],
+            "",
+        )?;
+        let eps = self.scalar(eps)?;
+        let sum = self.add(mean, eps)?;
+        let root = self.b.operator1(Op::Unary(UnaryOp::Sqrt), &[sum], "")?;
+        let normed = self.bin(BinaryOp::Div, x, root)?;
+        let w = self.weight(name)?;
+        self.mul(normed, w)
+    }
+    /// rotate_half RoPE on t [n, head_dim] with cos, sin [1, head_dim / 2].
+    fn rope(&mut self, t: Operand, cos: Operand, sin: Operand) -> Result<Operand> {
+        let halves = self.b.operator(Op::Split { splits: Splits::Count(2), axis: 1 }, &[t], "")?;
+        let (x1, x2) = (halves[0], halves[1]);
+        let (a, b) = (self.mul(x1, cos)?, self.mul(x2, sin)?);
+        let first = self.sub(a, b)?;
+        let (c, d) = (self.mul(x2, cos)?, self.mul(x1, sin)?);
+        let second = self.add(c, d)?;
+        self.b.operator1(Op::Concat { axis: 1 }, &[first, second], "")
+    }
+    fn build(mut self, outputs: &[(&str, Operand)]) -> Result<Graph> {
+        let outputs: Vec<(String, Operand)> = outputs.iter().map(|(n, o)| (n.to_string(), *o)).collect();
+        pollster::block_on(self.b.build(&outputs))
+    }
+}
+
+/// `{expert, weight}` pairs: the top-k logits (ties: lower index), weights the softmax over them.
+pub fn route(logits: &[f32], top_k: usize) -> Vec<(usize, f32)> {
+    let mut order: Vec<usize> = (0..logits.len()).collect();
+    order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+    let top = &order[..top_k.min(order.len())];
+    let max = logits[top[0]] as f64;
+    let exps: Vec<f64> = top.iter().map(|&e| (logits[e] as f64 - max).exp()).collect();
+    let sum: f64 = exps.iter().sum();
+    top.iter().zip(&exps).map(|(&e, &x)| (e, (x / sum) as f32)).collect()
+}
+
+/// Index of the largest value; ties go to the lowest index (torch.argmax).
+pub fn argmax(values: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in values.iter().enumerate() {
+        if v > values[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// cos and sin of pos * theta^(-2j/head_dim), j < head_dim / 2, in float32 like the reference.
+fn rope_angles(c: &Config, pos: u32) -> (Vec<f32>, Vec<f32>) {
+    let half = c.head_dim / 2;
+    (0..half)
+        .map(|j| {
+            let exponent = (2 * j) as f32 / c.head_dim as f32;
+            let inv_freq = 1.0f32 / (c.rope_theta.powf(exponent as f64) as f32);
+            let a = pos as f32 * inv_freq;
+            ((a as f64).cos() as f32, (a as f64).sin() as f32)
+        })
+        .unzip()
+}
+
+fn bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+struct Slot {
+    graph: Option<Graph>,
+    last_used: u64,
+}
+
+/// The tensors a token step reads and writes.
+struct Tensors {
+    token: Tensor,
+    x: [Tensor; 2],
+    h: Tensor,
+    router_logits: Tensor,
+    expert_weight: [Tensor; 2],
+    cos: Tensor,
+    sin: Tensor,
+    mask: Tensor,
+    onehot: Tensor,
+    logits: Tensor,
+    /// Per layer, two ping-pong copies of the key and value caches.
+    keys: Vec<[Tensor; 2]>,
+    values: Vec<[Tensor; 2]>,
+}
+
+/// Counters the benchmark prints.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    pub expert_uses: u64,
+    /// Uses that found the expert's graph off the GPU.
+    pub expert_misses: u64,
+    pub builds: u64,
+    pub explicit_swap_ins: u64,
+    pub explicit_swap_outs: u64,
+}
+
+pub struct Moe<'w> {
+    pub c: Config,
+    pub mode: Mode,
+    pub ctx: Context,
+    weights: &'w Weights,
+    t: Tensors,
+    embed: Graph,
+    attention: Vec<Graph>,
+    router: Vec<Graph>,
+    final_graph: Graph,
+    experts: Vec<Vec<Slot>>,
+    pub pos: u32,
+    clock: u64,
+    pub stats: Stats,
+    /// Device bytes of the non-expert graphs and of one expert graph (measured), and the budget.
+    pub non_expert_bytes: u64,
+    pub expert_bytes: u64,
+    pub budget_bytes: u64,
+}
+
+impl<'w> Moe<'w> {
+    /// Builds the model in `mode`; `fraction` of the expert bytes may be resident (lru, explicit).
+    pub fn new(config: Config, weights: &'w Weights, mode: Mode, fraction: f64) -> Result<Moe<'w>> {
+        let count = (config.n_layers * config.n_experts) as u64;
+        // Bytes are measured, not guessed (they include the runtime's intermediate pool): a probe
+        // context builds the shared graphs and one expert, since the budget is a context option.
+        let probe = Context::new(ContextOptions::default());
+        let probe = pollster::block_on(probe)?;
+        let shared = Shared::build(&probe, &config, Constants::File(weights))?;
+        let non_expert_bytes = probe.memory_info().device_bytes;
+        let expert = build_expert(&probe, &config, Constants::File(weights), 0, 0)?;
+        let expert_bytes = probe.memory_info().device_bytes - non_expert_bytes;
+        drop((shared, expert));
+        probe.destroy();
+        let budget_bytes = non_expert_bytes + (fraction * (expert_bytes * count) as f64).round() as u64;
+        let options =
+            ContextOptions { memory_budget: (mode == Mode::Lru).then_some(budget_bytes), ..ContextOptions::default() };
+        let ctx = pollster::block_on(Context::new(options))?;
+        let constants = if mode == Mode::Rebuild { Constants::Host(weights) } else { Constants::File(weights) };
+        let Shared { t, embed, attention, router, final_graph } = Shared::build(&ctx, &config, constants)?;
+        let mut m = Moe {
+            experts: Vec::new(),
+            c: config,
+            mode,
+            ctx,
+            weights,
+            t,
+            embed,
+            attention,
+            router,
+            final_graph,
+            pos: 0,
+            clock: 0,
+            stats: Stats::default(),
+            non_expert_bytes,
+            expert_bytes,
+            budget_bytes,
+        };
+        for l in 0..m.c.n_layers {
+            let mut row = Vec::new();
+            for e in 0..m.c.n_experts {
+                let graph = match mode {
+                    Mode::Rebuild => {
+                        for w in ["w1", "w3", "w2"] {
+                            weights.host(&format!("layers.{l}.moe.experts.{e}.{w}.weight"))?;
+                        }
+                        None
+                    }
+                    _ => Some(build_expert(&m.ctx, &m.c, Constants::File(weights), l, e)?),
+                };
+                row.push(Slot { graph, last_used: 0 });
+            }
+            m.experts.push(row);
+            if mode == Mode::Explicit {
+                m.fit_budget(None)?;
+            }
+        }
+        m.reset()?;
+        Ok(m)
+    }
+
+    /// Forgets the sequence: position 0, cleared caches.
+    pub fn reset(&mut self) -> Result<()> {
+        let zeros = vec![0u8; (self.c.max_seq * self.c.n_kv_heads * self.c.head_dim * 4) as usize];
+        for pair in self.t.keys.iter().chain(&self.t.values) {
+            for t in pair {
+                self.ctx.write_tensor(t, &zeros)?;
+            }
+        }
+        self.pos = 0;
+        Ok(())
+    }
+
+    /// Experts swapped out to disk, least recently used first, until the context is within the
+    /// budget; `in_use` (layer, experts) stays.
+    fn fit_budget(&mut self, in_use: Option<(usize, &[usize])>) -> Result<()> {
+        let mut candidates: Vec<(u64, usize, usize)> = Vec::new();
+        for (l, row) in self.experts.iter().enumerate() {
+            for (e, slot) in row.iter().enumerate() {
+                let busy = in_use.is_some_and(|(il, es)| il == l && es.contains(&e));
+                if !busy && slot.graph.as_ref().is_some_and(|g| g.residency() == Residency::Device) {
+                    candidates.push((slot.last_used, l, e));
+                }
+            }
+        }
+        candidates.sort();
+        for (_, l, e) in candidates {
+            if self.ctx.memory_info().device_bytes <= self.budget_bytes {
+                break;
+            }
+            if let Some(g) = &self.experts[l][e].graph {
+                pollster::block_on(g.swap_out(Residency::Disk))?;
+                self.stats.explicit_swap_outs += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Feeds one token at `self.pos`; returns its logits.
+    pub fn step(&mut self, token: u32) -> Result<Vec<f32>> {
+        let c = self.c.clone();
+        let (s, ctx) = (c.max_seq, self.ctx.clone());
+        if self.pos >= s {
+            return Err(Error::Type(format!("sequence longer than max_seq {s}")));
+        }
+        if token >= c.vocab {
+            return Err(Error::Type(format!("token {token} is outside the vocabulary of {}", c.vocab)));
+        }
+        let (cos, sin) = rope_angles(&c, self.pos);
+        let mut mask = vec![MASKED; s as usize];
+        mask[..=self.pos as usize].fill(0.0);
+        let mut onehot = vec![0f32; s as usize];
+        onehot[self.pos as usize] = 1.0;
+        let t = &self.t;
+        ctx.write_tensor(&t.cos, &bytes(&cos))?;
+        ctx.write_tensor(&t.sin, &bytes(&sin))?;
+        ctx.write_tensor(&t.mask, &bytes(&mask))?;
+        ctx.write_tensor(&t.onehot, &bytes(&onehot))?;
+        ctx.write_tensor(&t.token, &(token as i32).to_le_bytes())?;
+        let io = |name: &str, t: &Tensor| (name.to_string(), t.clone());
+        ctx.dispatch(&self.embed, &[io("token", &t.token)], &[io("x", &t.x[0])])?;
+        let mut cur = 0;
+        let now = (self.pos % 2) as usize;
+        for l in 0..c.n_layers as usize {
+            let t = &self.t;
+            ctx.dispatch(
+                &self.attention[l],
+                &[
+                    io("x", &t.x[cur]),
+                    io("cos", &t.cos),
+                    io("sin", &t.sin),
+                    io("mask", &t.mask),
+                    io("onehot", &t.onehot),
+                    io("keys", &t.keys[l][now]),
+                    io("values", &t.values[l][now]),
+                ],
+                &[io("x", &t.x[1 - cur]), io("keys", &t.keys[l][1 - now]), io("values", &t.values[l][1 - now])],
+            )?;
+            cur = 1 - cur;
+            ctx.dispatch(&self.router[l], &[io("x", &t.x[cur])], &[io("h", &t.h), io("logits", &t.router_logits)])?;
+            let logits = floats(&pollster::block_on(ctx.read_tensor(&t.router_logits))?);
+            let routes = route(&logits, c.top_k as usize);
+            let chosen: Vec<usize> = routes.iter().map(|r| r.0).collect();
+            for (i, &(e, weight)) in routes.iter().enumerate() {
+                self.clock += 1;
+                self.stats.expert_uses += 1;
+                let slot = &mut self.experts[l][e];
+                slot.last_used = self.clock;
+                let built;
+                let graph = match &slot.graph {
+                    Some(g) => {
+                        if g.residency() != Residency::Device {
+                            self.stats.expert_misses += 1;
+                            if self.mode == Mode::Explicit {
+                                pollster::block_on(g.swap_in())?;
+                                self.stats.explicit_swap_ins += 1;
+                            }
+                        }
+                        g
+                    }
+                    None => {
+                        built = build_expert(&ctx, &c, Constants::Host(self.weights), l as u32, e as u32)?;
+                        self.stats.builds += 1;
+                        &built
+                    }
+                };
+                let t = &self.t;
+                ctx.write_tensor(&t.expert_weight[i], &weight.to_le_bytes())?;
+                ctx.dispatch(
+                    graph,
+                    &[io("x", &t.x[cur]), io("h", &t.h), io("weight", &t.expert_weight[i])],
+                    &[io("x", &t.x[1 - cur])],
+                )?;
+                if self.mode == Mode::Rebuild {
+                    graph.destroy();
+                }
+                cur = 1 - cur;
+            }
+            if self.mode == Mode::Explicit {
+                self.fit_budget(Some((l, &chosen)))?;
+            }
+        }
+        let t = &self.t;
+        ctx.dispatch(&self.final_graph, &[io("x", &t.x[cur])], &[io("logits", &t.logits)])?;
+        let logits = floats(&pollster::block_on(ctx.read_tensor(&t.logits))?);
+        self.pos += 1;
+        Ok(logits)
+    }
+
+    /// Seconds (median of `reps`) for one expert graph to come back to the GPU: `swap_in()` of
+    /// expert (0, 0) from the disk tier (file read, float16 -> float32, upload), `swap_in()` of
+    /// the same graph built from host copies (upload only), and the rebuild baseline's build from
+    /// host copies (validate, compile from the pipeline cache, upload).
+    pub fn expert_costs(&self, reps: usize) -> Result<[f64; 3]> {
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            v[v.len() / 2]
+        };
+        let flush = || pollster::block_on(self.ctx.flush());
+        let swap = |g: &Graph, to: Residency| -> Result<f64> {
+            let mut times = Vec::new();
+            for _ in 0..reps {
+                pollster::block_on(g.swap_out(to))?;
+                flush()?;
+                let t = std::time::Instant::now();
+                pollster::block_on(g.swap_in())?;
+                flush()?;
+                times.push(t.elapsed().as_secs_f64());
+            }
+            Ok(median(times))
+        };
+        let streamed = build_expert(&self.ctx, &self.c, Constants::File(self.weights), 0, 0)?;
+        let from_disk = swap(&streamed, Residency::Disk)?;
+        streamed.destroy();
+        let hosted = build_expert(&self.ctx, &self.c, Constants::Host(self.weights), 0, 0)?;
+        let from_host = swap(&hosted, Residency::Host)?;
+        hosted.destroy();
+        let mut rebuild = Vec::new();
+        for _ in 0..reps {
+            flush()?;
+            let t = std::time::Instant::now();
+            let g = build_expert(&self.ctx, &self.c, Constants::Host(self.weights), 0, 0)?;
+            flush()?;
+            rebuild.push(t.elapsed().as_secs_f64());
+            g.destroy();
+        }
+        Ok([from_disk, from_host, median(rebuild)])
+    }
+
+    /// (resident expert graphs, all expert graphs).
+    pub fn resident_experts(&self) -> (usize, usize) {
+        let all = self.experts.iter().flatten();
+        let resident = all.clone().filter(|s| s.graph.as_ref().is_some_and(|g| g.residency() == Residency::Device));
+        (resident.count(), all.count())
+    }
+}
+
+/// The graphs every token uses and the tensors they work on.
+struct Shared {
+    t: Tensors,
+    embed: Graph,
+    attention: Vec<Graph>,
+    router: Vec<Graph>,
+    final_graph: Graph,
+}
+
+impl Shared {
+    fn build(ctx: &Context, c: &Config, constants: Constants) -> Result<Shared> {
+        let (d, h, hkv, hd, s) = (c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.max_seq);
+        let kv_width = hkv * hd;
+        let rep = h / hkv;
+        let tensor = |data_type: DataType, shape: &[u32], readable: bool, writable: bool| {
+            let operand = OperandDescriptor::new(data_type, shape.to_vec());
+            pollster::block_on(ctx.create_tensor(TensorDescriptor { operand, readable, writable }))
+        };
+        let f = DataType::Float32;
+        let mut keys = Vec::new();
+        let mut values = Vec::new();
+        for _ in 0..c.n_layers {
+            keys.push([tensor(f, &[s, kv_width], false, true)?, tensor(f, &[s, kv_width], false, true)?]);
+            values.push([tensor(f, &[s, kv_width], false, true)?, tensor(f, &[s, kv_width], false, true)?]);
+        }
+        let t = Tensors {
+            token: tensor(DataType::Int32, &[1], false, true)?,
+            x: [tensor(f, &[1, d], true, true)?, tensor(f, &[1, d], true, true)?],
+            h: tensor(f, &[1, d], false, false)?,
+            router_logits: tensor(f, &[1, c.n_experts], true, false)?,
+            expert_weight: [tensor(f, &[1, 1], false, true)?, tensor(f, &[1, 1], false, true)?],
+            cos: tensor(f, &[1, hd / 2], false, true)?,
+            sin: tensor(f, &[1, hd / 2], false, true)?,
+            mask: tensor(f, &[1, s], false, true)?,
+            onehot: tensor(f, &[s, 1], false, true)?,
+            logits: tensor(f, &[1, c.vocab], true, false)?,
+            keys,
+            values,
+        };
+
+        // The embedding row of the token, gathered on the GPU.
+        let mut g = G::new(ctx, constants)?;
+        let token = g.b.input("token", OperandDescriptor::new(DataType::Int32, vec![1]))?;
+        let table = g.weight("embed.weight")?;
+        let x = g.b.operator1(Op::Gather { axis: 0 }, &[table, token], "")?;
+        let embed = g.build(&[("x", x)])?;
+
+        let mut attention = Vec::new();
+        let mut router = Vec::new();
+        for l in 0..c.n_layers {
+            let p = format!("layers.{l}.");
+            let mut g = G::new(ctx, constants)?;
+            let x = g.input("x", &[1, d])?;
+            let cos = g.input("cos", &[1, hd / 2])?;
+            let sin = g.input("sin", &[1, hd / 2])?;
+            let mask = g.input("mask", &[1, s])?;
+            let onehot = g.input("onehot", &[s, 1])?;
+            let k_in = g.input("keys", &[s, kv_width])?;
+            let v_in = g.input("values", &[s, kv_width])?;
+            let hn = g.rmsnorm(x, &format!("{p}attn_norm.weight"), c.norm_eps)?;
+            let q = g.linear(hn, &format!("{p}attn.wq.weight"))?;
+            let q = g.reshape(q, &[h, hd])?;
+            let q = g.rope(q, cos, sin)?;
+            let k = g.linear(hn, &format!("{p}attn.wk.weight"))?;
+            let k = g.reshape(k, &[hkv, hd])?;
+            let k = g.rope(k, cos, sin)?;
+            let k = g.reshape(k, &[1, kv_width])?;
+            let v = g.linear(hn, &format!("{p}attn.wv.weight"))?;
+            // The cache row at this position takes the new k / v; every other row is kept (0/1).
+            let one = g.scalar(1.0)?;
+            let keep = g.sub(one, onehot)?;
+            let (kk, kn) = (g.mul(k_in, keep)?, g.mul(onehot, k)?);
+            let keys = g.add(kk, kn)?;
+            let (vk, vn) = (g.mul(v_in, keep)?, g.mul(onehot, v)?);
+            let values = g.add(vk, vn)?;
+            // GQA: query head i = kv head i / rep, so [H, hd] -> [Hkv, rep, hd] against [Hkv, hd, S].
+            let q3 = g.reshape(q, &[hkv, rep, hd])?;
+            let k3 = g.reshape(keys, &[s, hkv, hd])?;
+            let k3 = g.transpose(k3, &[1, 2, 0])?;
+            let v3 = g.reshape(values, &[s, hkv, hd])?;
+            let v3 = g.transpose(v3, &[1, 0, 2])?;
+            let scores = g.b.operator1(Op::Matmul, &[q3, k3], "")?;
+            let scale = g.scalar(1.0 / (hd as f64).sqrt())?;
+            let scores = g.mul(scores, scale)?;
+            let scores = g.add(scores, mask)?;
+            let probs = g.b.operator1(Op::Softmax { axis: 2 }, &[scores], "")?;
+            let heads = g.b.operator1(Op::Matmul, &[probs, v3], "")?;
+            let heads = g.reshape(heads, &[1, h * hd])?;
+            let o = g.linear(heads, &format!("{p}attn.wo.weight"))?;
+            let x_out = g.add(x, o)?;
+            attention.push(g.build(&[("x", x_out), ("keys", keys), ("values", values)])?);
+
+            let mut g = G::new(ctx, constants)?;
+            let x = g.input("x", &[1, d])?;
+            let hr = g.rmsnorm(x, &format!("{p}moe_norm.weight"), c.norm_eps)?;
+            let logits = g.linear(hr, &format!("{p}moe.router.weight"))?;
+            router.push(g.build(&[("h", hr), ("logits", logits)])?);
+        }
+
+        let mut g = G::new(ctx, constants)?;
+        let x = g.input("x", &[1, d])?;
+        let normed = g.rmsnorm(x, "norm.weight", c.norm_eps)?;
+        let logits = g.linear(normed, "lm_head.weight")?;
+        let final_graph = g.build(&[("logits", logits)])?;
+        Ok(Shared { t, embed, attention, router, final_graph })
+    }
+}
+
+/// x + weight * w2(silu(w1 h) * w3 h), silu(a) = a * sigmoid(a): the expert's only constants are
+/// its three weights, so with file-backed weights the whole graph can go to the "disk" tier.
+fn build_expert(ctx: &Context, c: &Config, constants: Constants, l: u32, e: u32) -> Result<Graph> {
+    let q = format!("layers.{l}.moe.experts.{e}.");
+    let mut g = G::new(ctx, constants)?;
+    let x = g.input("x", &[1, c.d_model])?;
+    let h = g.input("h", &[1, c.d_model])?;
+    let weight = g.input("weight", &[1, 1])?;
+    let gate = g.linear(h, &format!("{q}w1.weight"))?;
+    let up = g.linear(h, &format!("{q}w3.weight"))?;
+    let sigmoid = g.b.operator1(Op::Activation(Activation::Sigmoid), &[gate], "")?;
+    let silu = g.mul(gate, sigmoid)?;
+    let inner = g.mul(silu, up)?;
+    let down = g.linear(inner, &format!("{q}w2.weight"))?;
+    let scaled = g.mul(weight, down)?;
+    let y = g.add(x, scaled)?;
+    g.build(&[("x", y)])
+}
+
+/// reference.json: per prompt its ids, greedy tokens and last-position logits.
+pub struct Prompt {
+    pub text: String,
+    pub ids: Vec<u32>,
+    pub greedy_tokens: Vec<u32>,
+    pub last_logits: Vec<f32>,
+}
+
+pub fn read_reference(json: &serde_json::Value) -> Result<(Vec<Prompt>, f64)> {
+    let bad = |what: &str| Error::Type(format!("reference.json: {what}"));
+    let ints = |v: &serde_json::Value, key: &str| -> Result<Vec<u32>> {
+        v.get(key)
+            .and_then(|a| a.as_array())
+            .and_then(|a| a.iter().map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok())).collect())
+            .ok_or_else(|| bad(&format!("'{key}' is not a list of integers")))
+    };
+    let prompts = json.get("prompts").and_then(|p| p.as_array()).ok_or_else(|| bad("no 'prompts' list"))?;
+    let prompts = prompts
+        .iter()
+        .map(|p| {
+            let last_logits = p
+                .get("last_logits")
+                .and_then(|a| a.as_array())
+                .and_then(|a| a.iter().map(|x| x.as_f64().map(|x| x as f32)).collect())
+                .ok_or_else(|| bad("'last_logits' is not a list of numbers"))?;
+            Ok(Prompt {
+                text: p.get("text").and_then(|t| t.as_str()).unwrap_or("").to_string(),
+                ids: ints(p, "ids")?,
+                greedy_tokens: ints(p, "greedy_tokens")?,
+                last_logits,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let tolerance = json.get("tolerance").and_then(|t| t.as_f64()).unwrap_or(1e-3);
+    Ok((prompts, tolerance))
+}
+
+/// Largest |a - b| over the largest |reference|.
+pub fn relative_error(a: &[f32], reference: &[f32]) -> f64 {
+    let diff = a.iter().zip(reference).map(|(x, y)| (x - y).abs() as f64).fold(0.0, f64::max);
+    let scale = reference.iter().map(|y| y.abs() as f64).fold(0.0, f64::max);
+    diff / scale
+}
