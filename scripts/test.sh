@@ -9,6 +9,10 @@
 #   demo         the webpack bundle of www/ and the demo page, screenshot in out/demo.png
 #   weights      weight files from OPFS, File and Blob through openWeights, and the disk tier
 #   moe_reference  the MoE demo's model code against reference.json in Node (no GPU)
+#   types        tsc on tests/types/usage.ts against pkg/index.d.ts; docs/API.md up to date
+#   consumers    npm pack pkg/, the tarball in a webpack 5 and a Vite app (built, run in Chromium),
+#                and the dedicated Worker example
+#   pipeline     the case-1 pipeline page: peak device bytes with and without swapping, out/pipeline.png
 #   moe          the MoE demo page: 64 greedy tokens per reference prompt under a 25% expert
 #                budget, checked against reference.json; screenshot in out/moe.png
 # Ends with "stages: N passed, M failed"; exits non-zero when a stage failed.
@@ -55,6 +59,10 @@ demo() {
   npx --no-install webpack --mode production --no-stats && node tests/browser/demo.mjs
 }
 
+types_check() {
+  npx --no-install tsc -p tests/types && node scripts/api-docs.mjs --check
+}
+
 stage setup bash scripts/setup.sh
 stage native cargo test --no-fail-fast
 stage wasm bash scripts/build-wasm.sh
@@ -63,6 +71,8 @@ stage conformance node tests/browser/conformance.mjs
 stage invalid_use node tests/browser/invalid_use.mjs
 stage demo demo
 stage weights node tests/browser/weights.mjs
+stage types types_check
+stage consumers node tests/browser/consumers.mjs
 stage moe_reference node tests/browser/moe_reference.mjs
 stage moe node tests/browser/moe.mjs --mode lru --budget 0.25 --tokens 64
 
