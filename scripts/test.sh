@@ -73,6 +73,7 @@ stage demo demo
 stage weights node tests/browser/weights.mjs
 stage types types_check
 stage consumers node tests/browser/consumers.mjs
+stage pipeline node tests/browser/pipeline.mjs
 stage moe_reference node tests/browser/moe_reference.mjs
 stage moe node tests/browser/moe.mjs --mode lru --budget 0.25 --tokens 64
 
