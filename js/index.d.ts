@@ -306,7 +306,11 @@ declare global {
 
   /** Extension: options of MLContext.openWeights(). */
   interface MLOpenWeightsOptions {
-    /** What bfloat16 and block-quantized GGUF tensors become while streaming. */
+    /**
+     * What bfloat16 and block-quantized GGUF tensors become while streaming. Without it,
+     * bfloat16 becomes float32 (exact) and quantized types float16 where the device has
+     * shader-f16, float32 otherwise.
+     */
     floatType?: 'float32' | 'float16';
     /** Called after each streamed chunk of constantTensor(). */
     onProgress?: (loadedBytes: number, totalBytes: number) => void;
