@@ -92,6 +92,7 @@ declare global {
 
   /** The object at `navigator.ml` (Window and dedicated Worker). */
   interface ML {
+    /** A context on the WebGPU adapter wgpu picks for `powerPreference`; rejects without WebGPU. */
     createContext(options?: MLContextOptions): Promise<MLContext>;
     /** Rejects with NotSupportedError: the polyfill creates and owns its WebGPU device. */
     createContext(gpuDevice: GPUDevice): Promise<MLContext>;
@@ -104,13 +105,21 @@ declare global {
   }
 
   interface MLContext {
+    /** Queues one execution of `graph`: inputs and outputs are MLTensors by the graph's input and output names. Results are read with readTensor(). */
     dispatch(graph: MLGraph, inputs: MLNamedTensors, outputs: MLNamedTensors): void;
+    /** A device tensor; `readable`/`writable` allow readTensor()/writeTensor(). */
     createTensor(descriptor: MLTensorDescriptor): Promise<MLTensor>;
+    /** An immutable tensor for builder.constant(tensor), shareable by several graphs. */
     createConstantTensor(descriptor: MLOperandDescriptor, inputData: MLBufferSource): Promise<MLTensor>;
+    /** Resolves to a copy of the tensor's bytes after the queued work that writes it. */
     readTensor(tensor: MLTensor): Promise<ArrayBuffer>;
+    /** Reads into `outputData`, which must have the tensor's byte length. */
     readTensor(tensor: MLTensor, outputData: MLBufferSource): Promise<void>;
+    /** Queues a write of `inputData` (the tensor's byte length) to a writable tensor. */
     writeTensor(tensor: MLTensor, inputData: MLBufferSource): void;
+    /** Data types and ranks each operator supports on this context (docs/OPERATORS.md). */
     opSupportLimits(): MLOpSupportLimits;
+    /** Releases every resource of the context; `lost` resolves. */
     destroy(): void;
     readonly accelerated: boolean;
     readonly lost: Promise<MLContextLostInfo>;
@@ -380,10 +389,15 @@ declare global {
   type MLNamedOperands = Record<string, MLOperand>;
 
   interface MLGraphBuilder {
+    /** A graph input, bound by name at dispatch(). */
     input(name: string, descriptor: MLOperandDescriptor): MLOperand;
+    /** A constant copied from `buffer` (a JS-owned copy that is also its host tier). */
     constant(descriptor: MLOperandDescriptor, buffer: MLBufferSource): MLOperand;
+    /** A scalar constant. */
     constant(dataType: MLOperandDataType, value: MLNumber): MLOperand;
+    /** A constant backed by a constant MLTensor (createConstantTensor() or MLWeightFile.constantTensor()). */
     constant(tensor: MLTensor): MLOperand;
+    /** Compiles the graph up to `outputs`; the builder cannot build again. */
     build(outputs: MLNamedOperands): Promise<MLGraph>;
     argMin(input: MLOperand, axis: number, options?: MLArgMinMaxOptions): MLOperand;
     argMax(input: MLOperand, axis: number, options?: MLArgMinMaxOptions): MLOperand;
