@@ -9,7 +9,7 @@
 #   demo         the webpack bundle of www/ and the demo page, screenshot in out/demo.png
 #   weights      weight files from OPFS, File and Blob through openWeights, and the disk tier
 #   moe_reference  the MoE demo's model code against reference.json in Node (no GPU)
-#   types        tsc on tests/types/usage.ts against pkg/index.d.ts; docs/API.md up to date
+#   types        tsc on tests/types/usage.ts against js/index.d.ts; docs/API.md up to date
 #   consumers    npm pack pkg/, the tarball in a webpack 5 and a Vite app (built, run in Chromium),
 #                and the dedicated Worker example
 #   pipeline     the case-1 pipeline page: peak device bytes with and without swapping, out/pipeline.png

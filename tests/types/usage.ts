@@ -1,5 +1,6 @@
 // Compiled with `tsc --noEmit -p tests/types` (the `types` CI stage): every call below must
-// type-check against pkg/index.d.ts, and the @ts-expect-error lines must not.
+// type-check against js/index.d.ts (the package's index.d.ts; the consumers stage checks it
+// again through the packed tarball), and the @ts-expect-error lines must not.
 import { install, init, MLGraph as MLGraphClass, type MLContext, type MLOperand } from 'webnn-wgpu';
 
 export async function run(file: Blob): Promise<Float32Array> {
