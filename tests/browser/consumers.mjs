@@ -2,7 +2,8 @@
 // is installed into examples/webpack-app and examples/vite-app (their package.json depends on
 // the tarball), type-checked (the Vite app is TypeScript, resolved through the package's
 // "types"), built with webpack 5 and with Vite, served from dist/ and run in headless Chromium:
-// each page must show relu(x · W) computed on WebGPU. Then examples/worker (the whole API in a
+// each page must show relu(x · W) computed on WebGPU (the Vite app also in a bundled module
+// Worker). Then examples/worker (the whole API in a
 // dedicated module Worker, loading pkg/ without a bundler) is checked against a float64
 // reference, before and after swapOut()/swapIn().
 import { spawnSync } from 'node:child_process';
@@ -44,7 +45,7 @@ if (packed !== null) {
 
 const apps = [
   { name: 'webpack-app', build: [bin('webpack'), ['--mode', 'production', '--no-stats', '--config', 'webpack.config.js']], serve: '.' },
-  { name: 'vite-app', typecheck: true, build: [bin('vite'), ['build', '--logLevel', 'warn']], serve: 'dist' },
+  { name: 'vite-app', typecheck: true, outputs: ['result', 'worker-result'], build: [bin('vite'), ['build', '--logLevel', 'warn']], serve: 'dist' },
 ];
 const built = [];
 for (const app of apps) {
@@ -64,12 +65,14 @@ try {
     const server = await serve(app.root, 0);
     try {
       const page = await openPage(browser, `http://localhost:${server.address().port}/`, app.name);
-      const text = await page
-        .waitForFunction(() => { const t = document.getElementById('result').textContent; return t !== '…' && t; }, null, { timeout: 60000 })
-        .then((h) => h.jsonValue())
-        .catch((e) => `timeout: ${e.message.split('\n')[0]}`);
-      const got = text.split(',').map(Number);
-      check(got.length === 4 && got.every((v, i) => v === want[i]), `${app.name} in Chromium shows "${text}" (expected ${want.join(', ')})`);
+      for (const id of app.outputs ?? ['result']) {
+        const text = await page
+          .waitForFunction((id) => { const t = document.getElementById(id).textContent; return t !== '…' && t; }, id, { timeout: 60000 })
+          .then((h) => h.jsonValue())
+          .catch((e) => `timeout: ${e.message.split('\n')[0]}`);
+        const got = text.split(',').map(Number);
+        check(got.length === 4 && got.every((v, i) => v === want[i]), `${app.name} #${id} in Chromium shows "${text}" (expected ${want.join(', ')})`);
+      }
       await page.close();
     } finally {
       server.close();

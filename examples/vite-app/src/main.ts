@@ -13,3 +13,9 @@ context.writeTensor(input, new Float32Array([1, -1, 0.5, 2]));
 context.dispatch(graph, { x: input }, { y: output });
 const y = new Float32Array(await context.readTensor(output));
 document.getElementById('result')!.textContent = Array.from(y).join(', ');
+
+const worker = new Worker(new URL('./worker.ts', import.meta.url), { type: 'module' });
+worker.onmessage = ({ data }: MessageEvent<number[]>) => {
+  document.getElementById('worker-result')!.textContent = data.join(', ');
+};
+worker.postMessage([1, -1, 0.5, 2]);
