@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Builds the wasm module (release) and the JavaScript package in pkg/:
+# Builds the wasm module (release) and the npm package `webnn-wgpu` in pkg/:
 #   pkg/index.js      exports install({force}) and init(); what pages, workers and bundlers import
+#   pkg/index.d.ts    the hand-written declarations (js/index.d.ts): WebNN's IDL and the extensions
 #   pkg/webnn.js      the WebNN interfaces (the wasm-bindgen snippet js/webnn.js, re-exported)
-#   pkg/webnn_wgpu.js + pkg/webnn_wgpu_bg.wasm   the wasm-bindgen output (--target web)
+#   pkg/webnn_wgpu.js + pkg/webnn_wgpu_bg.wasm   the wasm-bindgen output (--target web): the glue
+#                     finds the .wasm with new URL('webnn_wgpu_bg.wasm', import.meta.url), which
+#                     works in a plain <script type="module"> and in webpack 5, Vite and esbuild
+#   pkg/package.json  generated below from the crate's version; `npm pack pkg` makes the tarball
+# This is what `wasm-pack build --target web` produces (wasm-pack runs the same wasm-bindgen),
+# without needing wasm-pack installed or wasm-opt downloaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,4 +25,59 @@ if [ -z "$snippet" ]; then
 fi
 printf "export * from './%s';\n" "$snippet" > pkg/webnn.js
 cp js/index.js pkg/index.js
-echo "pkg/ ready: import { install } from './pkg/index.js'"
+cp js/index.d.ts pkg/index.d.ts
+# wasm-bindgen's own declarations describe the internal handles; index.d.ts replaces them.
+rm -f pkg/webnn_wgpu.d.ts pkg/webnn_wgpu_bg.wasm.d.ts
+
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+cat > pkg/package.json <<JSON
+{
+  "name": "webnn-wgpu",
+  "version": "$version",
+  "description": "A WebNN polyfill (navigator.ml) in Rust on WebGPU through wgpu, with device memory extensions: swapOut/swapIn, memory budgets, streamed weight files",
+  "license": "MIT OR Apache-2.0",
+  "type": "module",
+  "main": "./index.js",
+  "module": "./index.js",
+  "types": "./index.d.ts",
+  "exports": {
+    ".": {
+      "types": "./index.d.ts",
+      "default": "./index.js"
+    },
+    "./webnn_wgpu_bg.wasm": "./webnn_wgpu_bg.wasm",
+    "./package.json": "./package.json"
+  },
+  "files": [
+    "index.js",
+    "index.d.ts",
+    "webnn.js",
+    "webnn_wgpu.js",
+    "webnn_wgpu_bg.wasm",
+    "snippets/",
+    "README.md"
+  ],
+  "sideEffects": false,
+  "keywords": ["webnn", "webgpu", "wgpu", "wasm", "polyfill", "machine-learning"]
+}
+JSON
+cat > pkg/README.md <<'MD'
+# webnn-wgpu
+
+A polyfill of the [WebNN API](https://www.w3.org/TR/webnn/) (`navigator.ml`) written in Rust on
+WebGPU through wgpu and compiled to WebAssembly, with experimental device memory extensions
+(`MLGraph.swapOut()`/`swapIn()`, `createContext({ memoryBudget })`, `memoryInfo()`,
+`openWeights()` for safetensors/GGUF files streamed to the GPU).
+
+```js
+import { install } from 'webnn-wgpu';
+
+install();
+const context = await navigator.ml.createContext();
+const builder = new MLGraphBuilder(context);
+```
+
+Works from bundlers (webpack 5, Vite) and from a plain `<script type="module">`; types in
+`index.d.ts`. See the repository's README.md and docs/API.md.
+MD
+echo "pkg/ ready: import { install } from './pkg/index.js'; npm pack pkg makes the tarball"

@@ -17,6 +17,11 @@
 #                every tensor against the Python readers (safetensors/numpy, gguf-py); fails
 #                when pip or the registry is unavailable
 #   moe_reference  the MoE demo's model code against reference.json in Node (no GPU)
+#   types        tsc on tests/types/usage.ts against js/index.d.ts; docs/API.md up to date
+#   consumers    npm pack pkg/, the tarball in a webpack 5 and a Vite app (built, run in Chromium),
+#                and the dedicated Worker example
+#   pipeline     the case-1 pipeline page: peak device bytes with and without swapping, out/pipeline.png
+#   moe          the MoE demo page: 64 greedy tokens per reference prompt under a 25% expert
 #   moe          the MoE demo page: weights fetched once into OPFS and streamed through
 #                openWeights(), 64 greedy tokens per reference prompt under a 25% expert budget,
 #                checked against reference.json; a reload from the OPFS copy and the model picker
@@ -73,6 +78,10 @@ demo() {
   npx --no-install webpack --mode production --no-stats && node tests/browser/demo.mjs
 }
 
+types_check() {
+  npx --no-install tsc -p tests/types && node scripts/api-docs.mjs --check
+}
+
 stage setup bash scripts/setup.sh
 stage native cargo test --no-fail-fast
 stage wasm bash scripts/build-wasm.sh
@@ -84,6 +93,9 @@ stage leaks node tests/browser/leaks.mjs
 stage demo demo
 stage weights node tests/browser/weights.mjs
 stage real_weights real_weights
+stage types types_check
+stage consumers node tests/browser/consumers.mjs
+stage pipeline node tests/browser/pipeline.mjs
 stage moe_reference node tests/browser/moe_reference.mjs
 stage moe node tests/browser/moe.mjs --mode lru --budget 0.25 --tokens 64
 
