@@ -12,6 +12,7 @@
 
 mod common;
 
+use webnn_wgpu::graph::Number;
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -247,7 +248,7 @@ fn activation(k: u16, k2: u16) -> Activation {
         2 => Activation::Tanh,
         3 => Activation::Gelu,
         4 => Activation::LeakyRelu { alpha: f(k2) },
-        5 => Activation::Clamp { min_value: Some(-f(k2).abs()), max_value: if k2 % 2 == 0 { Some(1.0) } else { None } },
+        5 => Activation::Clamp { min_value: Some(Number::Double(-f(k2).abs())), max_value: if k2 % 2 == 0 { Some(Number::Double(1.0)) } else { None } },
         6 => Activation::Elu { alpha: f(k2) },
         7 => Activation::HardSigmoid { alpha: f(k2), beta: 0.5 },
         8 => Activation::HardSwish,
@@ -481,7 +482,7 @@ fn step(f: &mut Fuzz, s: &Step) -> Result<(), TestCaseError> {
             if bad {
                 begin.push(1);
             }
-            let options = PadOptions { beginning_padding: begin, ending_padding: end, mode, value: (k[3] % 5) as f64 - 2.0 };
+            let options = PadOptions { beginning_padding: begin, ending_padding: end, mode, value: Number::Double((k[3] % 5) as f64 - 2.0) };
             f.apply(Op::Pad(options), vec![x], Kind::Exact)?
         }
         _ => {

@@ -246,7 +246,7 @@ impl<'w> G<'w> {
         }
     }
     fn scalar(&mut self, v: f64) -> Result<Operand> {
-        self.b.constant_scalar(DataType::Float32, v)
+        self.b.constant_scalar(DataType::Float32, webnn_wgpu::graph::Number::Double(v))
     }
     fn bin(&mut self, op: BinaryOp, a: Operand, b: Operand) -> Result<Operand> {
         self.b.operator1(Op::Binary(op), &[a, b], "")
