@@ -10,7 +10,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::{DataType, OperandDescriptor};
-use crate::ops::wgsl::{elements_per_word, BufRef, Launch, WORKGROUP_SIZE};
+use crate::ops::wgsl::{coords_fn, elements_per_word, BufRef, Launch, LowerContext, Lowering, WORKGROUP_SIZE};
 
 /// WebGPU's default `maxStorageBuffersPerShaderStage`: a launch binds at most this many buffers.
 pub const MAX_BINDINGS: usize = 8;
@@ -106,6 +106,22 @@ impl MoveKernel<'_> {
             workgroup_size: WORKGROUP_SIZE,
         })
     }
+}
+
+/// The one-input move of transpose, tile, reverse and slice: output element `c` (its coordinates
+/// `c[k]` in WGSL) copies input element `terms.join(" + ")`; no terms means element 0.
+pub fn lower_index_map(cx: &LowerContext, terms: &[String]) -> Result<Lowering> {
+    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+    let offset = if terms.is_empty() { "0u".to_string() } else { terms.join(" + ") };
+    let launch = MoveKernel {
+        sources: vec![Source { name: "input", buffer: BufRef::Input(0), descriptor: input }],
+        output: BufRef::Output(0),
+        output_descriptor: out,
+        helpers: coords_fn("out", &out.shape),
+        body: format!("    let c = coords_out(i);\n    return bits_input({offset});"),
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
 }
 
 /// `(outer, inner)`: the element counts of the dimensions before and after `axis`.

@@ -4,9 +4,9 @@ use crate::error::{Error, Result};
 use crate::graph::operand::{strides, MAX_RANK};
 use crate::graph::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
-use crate::ops::movement::{MoveKernel, Source};
+use crate::ops::movement::lower_index_map;
 use crate::ops::reference::{coords, HostTensor};
-use crate::ops::wgsl::{coords_fn, BufRef, LowerContext, Lowering};
+use crate::ops::wgsl::{LowerContext, Lowering};
 
 /// `slice`'s arguments and `MLSliceOptions`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,15 +82,7 @@ pub fn lower(o: &SliceOptions, cx: &LowerContext) -> Result<Lowering> {
         }
     }
     terms.push(format!("{base}u"));
-    let launch = MoveKernel {
-        sources: vec![Source { name: "input", buffer: BufRef::Input(0), descriptor: input }],
-        output: BufRef::Output(0),
-        output_descriptor: out,
-        helpers: coords_fn("out", &out.shape),
-        body: format!("    let c = coords_out(i);\n    return bits_input({});", terms.join(" + ")),
-    }
-    .build()?;
-    Ok(Lowering::single(launch))
+    lower_index_map(cx, &terms)
 }
 
 /// `output[c] = input[starts + c * strides]`.

@@ -5,9 +5,9 @@ use crate::error::{Error, Result};
 use crate::graph::operand::{strides, MAX_RANK};
 use crate::graph::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
-use crate::ops::movement::{MoveKernel, Source};
+use crate::ops::movement::lower_index_map;
 use crate::ops::reference::{coords, HostTensor};
-use crate::ops::wgsl::{coords_fn, BufRef, LowerContext, Lowering};
+use crate::ops::wgsl::{LowerContext, Lowering};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -42,22 +42,13 @@ pub fn validate(repetitions: &[u32], inputs: &[&OperandDescriptor]) -> Result<Ve
 }
 
 pub fn lower(cx: &LowerContext) -> Result<Lowering> {
-    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+    let input = cx.inputs[0];
     let s = strides(&input.shape);
     let terms: Vec<String> = (0..input.rank())
         .filter(|&k| input.shape[k] != 1)
         .map(|k| format!("(c[{k}] % {}u) * {}u", input.shape[k], s[k]))
         .collect();
-    let offset = if terms.is_empty() { "0u".to_string() } else { terms.join(" + ") };
-    let launch = MoveKernel {
-        sources: vec![Source { name: "input", buffer: BufRef::Input(0), descriptor: input }],
-        output: BufRef::Output(0),
-        output_descriptor: out,
-        helpers: coords_fn("out", &out.shape),
-        body: format!("    let c = coords_out(i);\n    return bits_input({offset});"),
-    }
-    .build()?;
-    Ok(Lowering::single(launch))
+    lower_index_map(cx, &terms)
 }
 
 pub fn reference(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {

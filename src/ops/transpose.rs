@@ -4,9 +4,9 @@ use crate::error::{Error, Result};
 use crate::graph::operand::{strides, MAX_RANK};
 use crate::graph::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
-use crate::ops::movement::{MoveKernel, Source};
+use crate::ops::movement::lower_index_map;
 use crate::ops::reference::{coords, HostTensor};
-use crate::ops::wgsl::{coords_fn, BufRef, LowerContext, Lowering};
+use crate::ops::wgsl::{LowerContext, Lowering};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -59,16 +59,7 @@ pub fn lower(permutation: Option<&[u32]>, cx: &LowerContext) -> Result<Lowering>
         .filter(|&(k, _)| out.shape[k] != 1)
         .map(|(k, &a)| format!("c[{k}] * {}u", input_strides[a]))
         .collect();
-    let offset = if terms.is_empty() { "0u".to_string() } else { terms.join(" + ") };
-    let launch = MoveKernel {
-        sources: vec![Source { name: "input", buffer: BufRef::Input(0), descriptor: input }],
-        output: BufRef::Output(0),
-        output_descriptor: out,
-        helpers: coords_fn("out", &out.shape),
-        body: format!("    let c = coords_out(i);\n    return bits_input({offset});"),
-    }
-    .build()?;
-    Ok(Lowering::single(launch))
+    lower_index_map(cx, &terms)
 }
 
 /// `output[c] = input[d]` where `d[permutation[k]] = c[k]`.
