@@ -129,7 +129,7 @@ pub fn plan(d: &GraphDescription, max_bindings: u32) -> Vec<Unit<'_>> {
             let fusable = ops[j].outputs.len() == 1
                 && !outputs.contains(&o)
                 && consumers[o].len() == 1
-                && group[j].len() > 0
+                && !group[j].is_empty()
                 && (is_node(d, &ops[j]) || is_producer(&ops[j].op));
             if !fusable {
                 continue;
