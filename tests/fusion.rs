@@ -273,6 +273,19 @@ fn matmul_bias_relu_in_the_epilogue() {
         let (ulp, abs) = if t == DataType::Float16 { (2, 2e-3) } else { (16, 1e-5) };
         check(&ctx, &case, base, ulp, abs, &what);
     }
+    // Residuals of the output's shape (one batch) load at the element's linear index.
+    for (a_shape, b_shape, r_shape) in [(&[33u32, 20][..], &[20u32, 40][..], &[33u32, 40][..]), (&[1, 9, 20], &[20, 24], &[1, 9, 24])] {
+        let a = rng.tensor(DataType::Float32, a_shape, -1.0, 1.0);
+        let b = rng.tensor(DataType::Float32, b_shape, -1.0, 1.0);
+        let r = rng.tensor(DataType::Float32, r_shape, -1.0, 1.0);
+        let base = alone(&ctx, &Op::Matmul, &[a.clone(), b.clone()]);
+        let case = Case {
+            inputs: vec![(a, false), (b, false), (r, false)],
+            ops: vec![(Op::Matmul, vec![0, 1]), add(2, 3), act(Activation::Sigmoid, 4)],
+            outputs: vec![5],
+        };
+        check(&ctx, &case, base, 16, 1e-6, &format!("matmul {a_shape:?} x {b_shape:?} + residual, sigmoid"));
+    }
     // A residual of the full batched shape varies with the batch: it is not fused.
     let a = rng.tensor(DataType::Float32, &[2, 17, 8], -1.0, 1.0);
     let b = rng.tensor(DataType::Float32, &[8, 20], -1.0, 1.0);
@@ -319,7 +332,8 @@ fn conv2d_add_clamp_in_the_epilogue() {
         let input = rng.tensor(t, &[1, 3, 6, 5], -1.0, 1.0);
         let filter = rng.tensor(t, &[4, 3, 3, 3], -1.0, 1.0);
         let bias = rng.tensor(t, &[4], -1.0, 1.0);
-        let residual = rng.tensor(t, &[4, 1, 1], -1.0, 1.0);
+        // Broadcast per channel, or of the output's shape.
+        let residual = rng.tensor(t, if has_bias { &[4, 1, 1] } else { &[1, 4, 6, 5] }, -1.0, 1.0);
         let o = Conv2dOptions { padding: Some(vec![1, 1, 1, 1]), has_bias, ..Default::default() };
         let mut inputs = vec![(input, false), (filter, true)];
         let mut conv_args = vec![0, 1];

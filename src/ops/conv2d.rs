@@ -537,7 +537,7 @@ fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext, epilogue: Option<&
     let helpers = match epilogue {
         Some(ep) => {
             inputs.extend(ep.names());
-            value = format!("epilogue({value}, coords_fused(i))");
+            value = format!("epilogue_at({value}, i)");
             ep.wgsl.clone()
         }
         None => String::new(),

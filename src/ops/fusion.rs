@@ -60,9 +60,9 @@ enum Arg {
 }
 
 /// The epilogue a producer's kernel applies at its store: bindings `e0..` after its own, and
-/// WGSL defining `fn epilogue(v: f32, c: array<u32, R>) -> T`, `c` the output coordinates
-/// (`coords_fused(i)` gives them from a linear index), `T` the output's value type, and for a
-/// matmul or gemm `fn epilogue_mn(v: f32, m: u32, n: u32) -> f32` at row `m`, column `n`.
+/// WGSL defining `fn epilogue_at(v: f32, i: u32) -> T` applying the chain to value `v` of output
+/// element `i` (`T` the output's value type), and for a matmul or gemm
+/// `fn epilogue_mn(v: f32, m: u32, n: u32) -> f32` at row `m`, column `n`.
 pub struct Epilogue<'a> {
     pub inputs: Vec<&'a OperandDescriptor>,
     pub wgsl: String,
@@ -334,15 +334,23 @@ impl Fused<'_> {
         Ok(helpers.text() + &fns)
     }
 
-    /// Offset functions of the chain's inputs and `fn epilogue(v: f32, fc) -> T` computing the
-    /// nodes at output coordinates `fc` (`v` the producer's value, unused without one).
+    /// Offset functions of the chain's inputs, `fn epilogue(v: f32, fc, fi) -> T` computing the
+    /// nodes at output coordinates `fc`, linear index `fi` (`v` the producer's value, unused
+    /// without one), and `fn epilogue_at(v: f32, i: u32) -> T` at linear index `i`.
     fn chain(&self, out: &OperandDescriptor) -> Result<String> {
-        let rank = out.rank();
-        let mut s = self.functions()?;
+        let rank = out.rank().max(1);
+        let mut s = self.functions()? + &coords_fn("fused", &out.shape);
         let mut body = String::new();
+        let mut coords = false;
         for (k, d) in self.chain_inputs.iter().enumerate() {
-            s += &broadcast_offset_fn(NAMES[k], &d.shape, rank);
-            body += &format!("    let {0} = load_{0}(offset_{0}(fc));\n", NAMES[k]);
+            // Inputs of the output's shape load at the linear index: no coordinates needed.
+            if d.shape == out.shape {
+                body += &format!("    let {0} = load_{0}(fi);\n", NAMES[k]);
+            } else {
+                s += &broadcast_offset_fn(NAMES[k], &d.shape, out.rank());
+                body += &format!("    let {0} = load_{0}(offset_{0}(fc));\n", NAMES[k]);
+                coords = true;
+            }
         }
         if let Some((_, produced)) = &self.producer {
             body += &format!("    let p = {};\n", stored(produced.data_type, "v"));
@@ -363,7 +371,9 @@ impl Fused<'_> {
             body += &format!("    let v{j} = {value};\n");
         }
         let out_vt = value_type(out.data_type)?;
-        s += &format!("fn epilogue(v: f32, fc: array<u32, {}>) -> {out_vt} {{\n{body}    return v{last};\n}}\n", rank.max(1));
+        s += &format!("fn epilogue(v: f32, fc: array<u32, {rank}>, fi: u32) -> {out_vt} {{\n{body}    return v{last};\n}}\n");
+        let at = if coords { "coords_fused(i)".to_string() } else { format!("array<u32, {rank}>()") };
+        s += &format!("fn epilogue_at(v: f32, i: u32) -> {out_vt} {{ return epilogue(v, {at}, i); }}\n");
         Ok(s)
     }
 
@@ -374,20 +384,22 @@ impl Fused<'_> {
             let launch = ElementwiseKernel {
                 inputs: NAMES.iter().copied().zip(cx.inputs.iter().copied()).collect(),
                 output: out,
-                helpers: coords_fn("out", &out.shape) + &self.chain(out)?,
-                body: "    return epilogue(0.0, coords_out(i));".into(),
+                helpers: self.chain(out)?,
+                body: "    return epilogue_at(0.0, i);".into(),
             }
             .build()?;
             return Ok(Lowering::single(launch));
         };
-        let mut wgsl = coords_fn("fused", &out.shape) + &self.chain(out)?;
+        let mut wgsl = self.chain(out)?;
         if matches!(op, Op::Matmul | Op::Gemm(_)) {
-            // The matmul kernels store by row and column (chain inputs are the same per batch).
+            // The matmul kernels store by row and column. Chain inputs are the same for every
+            // batch, so one of the output's shape has a single batch: its index is m N + n.
             let rank = out.rank();
             wgsl += &format!(
-                "fn epilogue_mn(v: f32, m: u32, n: u32) -> f32 {{ var fc: array<u32, {rank}>; fc[{}] = m; fc[{}] = n; return epilogue(v, fc); }}\n",
+                "fn epilogue_mn(v: f32, m: u32, n: u32) -> f32 {{ var fc: array<u32, {rank}>; fc[{}] = m; fc[{}] = n; return epilogue(v, fc, m * {}u + n); }}\n",
                 rank - 2,
-                rank - 1
+                rank - 1,
+                out.shape[rank - 1]
             );
         }
         let epilogue = Epilogue { inputs: cx.inputs[own..].to_vec(), wgsl };
