@@ -355,7 +355,7 @@ fn conv2d_add_clamp_in_the_epilogue() {
 }
 
 /// The MLP of the kernel benchmark: x[1x512] -> matmul 512x2048 -> gelu -> matmul 2048x512 ->
-/// add -> layerNormalization. Fusion removes the gelu and add kernels. `FUSION_MLP_RUNS=N`
+/// add -> layerNormalization. Fusion removes the gelu and add kernels. `FUSION_BENCH_RUNS=N`
 /// times N dispatches (for BENCHMARKS.md; run once with `WEBNN_WGPU_FUSION=0` for the baseline).
 #[test]
 fn mlp_loses_two_dispatches() {
@@ -392,15 +392,41 @@ fn mlp_loses_two_dispatches() {
     .sum();
     let fused = std::env::var("WEBNN_WGPU_FUSION").map(|v| v != "0").unwrap_or(true);
     assert_eq!(steps, if fused { unfused - 2 } else { unfused }, "mlp dispatches");
-    let runs: u32 = std::env::var("FUSION_MLP_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
-    if runs > 0 {
-        let ms = time_mlp(&ctx, &case, runs);
+    if let Some(runs) = bench_runs() {
+        let ms = time_graph(&ctx, &case, runs);
         println!("mlp: {steps} dispatches (unfused {unfused}), {ms:.3} ms per run over {runs} runs");
     }
 }
 
-/// Mean milliseconds per dispatch and readback of the graph after one warm-up.
-fn time_mlp(ctx: &Context, case: &Case, runs: u32) -> f64 {
+fn bench_runs() -> Option<u32> {
+    std::env::var("FUSION_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0)
+}
+
+/// A memory-bound chain on 1M elements: ((x + bias) gelu * y) tanh, 4 kernels or 1. Timed only
+/// with `FUSION_BENCH_RUNS`.
+#[test]
+fn large_chain_timing() {
+    let Some(runs) = bench_runs() else { return };
+    let ctx = context();
+    let mut rng = Rng::new(8);
+    let case = Case {
+        inputs: vec![
+            (rng.tensor(DataType::Float32, &[256, 4096], -2.0, 2.0), false),
+            (rng.tensor(DataType::Float32, &[4096], -1.0, 1.0), true),
+            (rng.tensor(DataType::Float32, &[256, 4096], -1.0, 1.0), true),
+        ],
+        ops: vec![add(0, 1), act(Activation::Gelu, 3), binary(BinaryOp::Mul, 4, 2), act(Activation::Tanh, 5)],
+        outputs: vec![6],
+    };
+    let (gpu, reference, steps) = run(&ctx, &case);
+    assert_close(&gpu, &reference, 8, 1e-6, "large chain");
+    let ms = time_graph(&ctx, &case, runs);
+    println!("chain: {steps} dispatches, {ms:.3} ms per run over {runs} runs");
+}
+
+/// Mean milliseconds per dispatch and readback of a graph with one graph input (input 0, the
+/// others constants), after one warm-up.
+fn time_graph(ctx: &Context, case: &Case, runs: u32) -> f64 {
     block_on(async {
         let mut b = GraphBuilder::new(ctx).unwrap();
         let x = &case.inputs[0].0;
