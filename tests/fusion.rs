@@ -148,6 +148,21 @@ fn element_wise_chain_with_broadcasting_is_one_kernel() {
 }
 
 #[test]
+fn chains_split_at_the_binding_limit() {
+    let ctx = context();
+    let mut rng = Rng::new(9);
+    // x0 + x1 + ... + x9: ten inputs do not fit one kernel's storage bindings (8 by default, at
+    // most 8 chain inputs): two kernels.
+    let inputs: Vec<(HostTensor, bool)> = (0..10).map(|_| (rng.tensor(DataType::Float32, &[3, 4], -1.0, 1.0), false)).collect();
+    let mut ops = vec![add(0, 1)];
+    for k in 2..10 {
+        ops.push(add(10 + k - 2, k));
+    }
+    let case = Case { inputs, ops, outputs: vec![18] };
+    check(&ctx, &case, 2, 4, 1e-6, "ten inputs");
+}
+
+#[test]
 fn shared_intermediates_and_outputs_are_not_fused() {
     let ctx = context();
     let mut rng = Rng::new(2);

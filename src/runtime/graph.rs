@@ -1,11 +1,10 @@
 //! Compiled graphs: `build()` fuses element-wise chains ([`fusion`]), lowers every operator to
-//! WGSL kernels, compiles them through the
-//! pipeline cache, assigns intermediates to slots of the context's shared pool by lifetime (a
-//! slot is reused once its last reader has run) and records an execution plan; `dispatch()`
-//! replays the plan into one command buffer, building bind groups only when the bound buffers
-//! change. `swap_out()`/`swap_in()` release and restore the graph's device memory without
-//! recompiling (uploading host copies, or streaming file-backed constants from their files);
-//! the memory budget evicts least recently dispatched graphs.
+//! WGSL kernels, compiles them through the pipeline cache, assigns intermediates to slots of the
+//! context's shared pool by lifetime (a slot is reused once its last reader has run) and records
+//! an execution plan; `dispatch()` replays the plan into one command buffer, building bind groups
+//! only when the bound buffers change. `swap_out()`/`swap_in()` release and restore the graph's
+//! device memory without recompiling (uploading host copies, or streaming file-backed constants
+//! from their files); the memory budget evicts least recently dispatched graphs.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
