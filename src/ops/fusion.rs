@@ -3,11 +3,11 @@
 //! chain after a matmul, gemm, conv2d or convTranspose2d is applied in that kernel's store (its
 //! epilogue) instead of writing the intermediate.
 //!
-//! An operator joins its consumer's group when its single output is read by that one operator
-//! only and is not a graph output. Each fused operator contributes the WGSL expression of its own
-//! lowering (`expression()` of its family) as a function; the kernel calls them in order on
-//! values loaded once per element. Intermediates are rounded to their type's storage (float16,
-//! int8, uint8 wrap) exactly as a store and load would, so results keep their unfused rounding. int64/uint64
+//! An operator joins its consumer's group when its single output is read by that one operator only
+//! and is not a graph output. Each fused operator contributes the WGSL expression of its own
+//! lowering (`expression()` of its family) as a function; the kernel calls them in order on values
+//! loaded once per element. Intermediates are rounded to their type's storage (float16, int8, uint8
+//! wrap) exactly as a store and load would, so results keep their unfused rounding. int64/uint64
 //! operands are not fused. `WEBNN_WGPU_FUSION=0` (native) turns fusion off, for measurements.
 
 use std::collections::BTreeSet;
