@@ -11,8 +11,9 @@ use webnn_wgpu::ops::{HostTensor, Op};
 use webnn_wgpu::runtime::{Context, ContextOptions, Graph, Tensor, TensorDescriptor};
 use webnn_wgpu::Error;
 
-/// A graph `y = exp(x * w1 + w2) * w3` over `n` float32 values with three constants, plus its
-/// float64 reference.
+/// A graph `y = exp(transpose(x * w1 + w2)) * w3` over `n` float32 values with three constants,
+/// plus its float64 reference. The transpose (an identity copy) keeps two intermediates apart
+/// from operator fusion: `mul+add`, `transpose` and `exp+mul` are three kernels.
 struct Fixture {
     graph: Graph,
     input: Tensor,
@@ -36,7 +37,8 @@ fn fixture(ctx: &Context, n: u32, seed: u64) -> webnn_wgpu::Result<Fixture> {
         .collect::<Result<_, _>>()?;
     let m = b.operator1(Op::Binary(BinaryOp::Mul), &[xi, c[0]], "")?;
     let a = b.operator1(Op::Binary(BinaryOp::Add), &[m, c[1]], "")?;
-    let e = b.operator1(Op::Unary(UnaryOp::Exp), &[a], "")?;
+    let t = b.operator1(Op::Transpose { permutation: None }, &[a], "")?;
+    let e = b.operator1(Op::Unary(UnaryOp::Exp), &[t], "")?;
     let y = b.operator1(Op::Binary(BinaryOp::Mul), &[e, c[2]], "")?;
     let graph = block_on(b.build(&[("y".to_string(), y)]))?;
     let input = block_on(ctx.create_tensor(TensorDescriptor {
@@ -53,7 +55,8 @@ fn fixture(ctx: &Context, n: u32, seed: u64) -> webnn_wgpu::Result<Fixture> {
     let r = |op, ins: &[HostTensor]| reference_op(&op, ins).unwrap().remove(0);
     let m = r(Op::Binary(BinaryOp::Mul), &[x.clone(), w[0].clone()]);
     let a = r(Op::Binary(BinaryOp::Add), &[m, w[1].clone()]);
-    let e = r(Op::Unary(UnaryOp::Exp), &[a]);
+    let t = r(Op::Transpose { permutation: None }, &[a]);
+    let e = r(Op::Unary(UnaryOp::Exp), &[t]);
     let expected = r(Op::Binary(BinaryOp::Mul), &[e, w[2].clone()]);
     Ok(Fixture {
         graph,
@@ -139,7 +142,7 @@ fn a_thousand_swap_cycles_leave_memory_where_it_started() {
     let end = ctx.memory_info();
     assert_eq!(end.device_bytes, start.device_bytes);
     assert_eq!(end.host_bytes, start.host_bytes);
-    // 2 tensors + 3 constants + 2 intermediate slots (mul -> add -> exp ping-pong).
+    // 2 tensors + 3 constants + 2 intermediate slots (mul+add -> transpose -> exp+mul).
     assert_eq!(ctx.buffers().live_buffers(), 7);
 }
 

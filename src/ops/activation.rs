@@ -194,6 +194,23 @@ pub fn lower(op: &Activation, cx: &LowerContext) -> Result<Lowering> {
     if data_type.is_wide() {
         return lower_wide(op, cx);
     }
+    let (e, helpers) = expression(op, data_type)?;
+    if *op == Activation::Prelu {
+        return broadcast_pair_kernel(cx, &e, "");
+    }
+    let launch = ElementwiseKernel {
+        inputs: vec![("input", cx.inputs[0])],
+        output: cx.outputs[0],
+        helpers,
+        body: format!("    let x = load_input(i);\n    return {e};"),
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+/// A WGSL expression of `x` computing `op` on a type of 32 bits or less (prelu: of `a`, the
+/// input, and `b`, the slope), with the helpers it needs.
+pub fn expression(op: &Activation, data_type: DataType) -> Result<(String, String)> {
     let vt = value_type(data_type)?;
     let lit = |v: f64| literal(cast_number(v, data_type), vt);
     let mut helpers = String::new();
@@ -242,19 +259,10 @@ pub fn lower(op: &Activation, cx: &LowerContext) -> Result<Lowering> {
             "max(x, 0.0) + log1p_f(exp_r(-abs(x)))".to_string()
         }
         Activation::Softsign => "x / (1.0 + abs(x))".to_string(),
-        Activation::Prelu => {
-            // a = input, b = slope, both broadcast to the output.
-            return broadcast_pair_kernel(cx, &format!("select(b * a, a, a >= {})", literal(0.0, vt)), "");
-        }
+        // a = input, b = slope, both broadcast to the output.
+        Activation::Prelu => format!("select(b * a, a, a >= {})", literal(0.0, vt)),
     };
-    let launch = ElementwiseKernel {
-        inputs: vec![("input", cx.inputs[0])],
-        output: cx.outputs[0],
-        helpers,
-        body: format!("    let x = load_input(i);\n    return {e};"),
-    }
-    .build()?;
-    Ok(Lowering::single(launch))
+    Ok((e, helpers))
 }
 
 /// The spec's expressions in float64, with options cast to the input type as the spec does.

@@ -71,7 +71,20 @@ fn f32_to_u8(x: f32) -> u32 {
 ";
 
 pub fn lower(cx: &LowerContext) -> Result<Lowering> {
-    let (input, output) = (cx.inputs[0].data_type, cx.outputs[0].data_type);
+    let (e, helpers) = expression(cx.inputs[0].data_type, cx.outputs[0].data_type)?;
+    let launch = ElementwiseKernel {
+        inputs: vec![("input", cx.inputs[0])],
+        output: cx.outputs[0],
+        helpers: helpers.to_string(),
+        body: format!("    let x = load_input(i);\n    return {e};"),
+    }
+    .build()?;
+    Ok(Lowering::single(launch))
+}
+
+/// A WGSL expression of `x` (of `input`'s value type) converting it to `output`'s value type,
+/// with the helpers it needs.
+pub fn expression(input: DataType, output: DataType) -> Result<(&'static str, &'static str)> {
     let from = value_type(input)?;
     value_type(output)?;
     // Packed int8/uint8 outputs keep the low 8 bits of the returned word: the integer wrap.
@@ -88,15 +101,7 @@ pub fn lower(cx: &LowerContext) -> Result<Lowering> {
         (_, _, DataType::Int64 | DataType::Uint64) => "vec2<u32>(x, 0u)",
         _ => narrow_expression(from, output),
     };
-    let helpers = if from == "f32" { F32_TO_INT } else { INT_TO_F32 };
-    let launch = ElementwiseKernel {
-        inputs: vec![("input", cx.inputs[0])],
-        output: cx.outputs[0],
-        helpers: helpers.to_string(),
-        body: format!("    let x = load_input(i);\n    return {e};"),
-    }
-    .build()?;
-    Ok(Lowering::single(launch))
+    Ok((e, if from == "f32" { F32_TO_INT } else { INT_TO_F32 }))
 }
 
 /// The conversion of `x` (of WGSL value type `from`) to a type of 32 bits or less.

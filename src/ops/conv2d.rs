@@ -9,6 +9,7 @@ use crate::graph::operand::strides;
 use crate::graph::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{round_to, HostTensor};
+use crate::ops::fusion::Epilogue;
 use crate::ops::wgsl::{ElementwiseKernel, LowerContext, Lowering};
 
 /// `MLInputOperandLayout`, shared by the convolution, pooling and normalization families.
@@ -487,7 +488,7 @@ fn check_i32(name: &str, values: &[u32]) -> Result<()> {
 
 /// One invocation per output element: the sum over its group's input channels and the filter
 /// window, accumulated in f32 (float16 is widened on load and rounded once on store).
-fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext) -> Result<Lowering> {
+fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext, epilogue: Option<&Epilogue>) -> Result<Lowering> {
     check_i32("padding", &g.padding)?;
     check_i32("strides", &g.strides)?;
     check_i32("dilations", &g.dilations)?;
@@ -528,24 +529,33 @@ fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext) -> Result<Lowering
         "                acc += load_input(n * {isn}u + c * {isc}u + ih * {ish}u + iw * {isw}u) * load_weight({filter});\n            }}\n        }}\n    }}\n"
     );
     let mut inputs = vec![("input", cx.inputs[0]), ("weight", cx.inputs[1])];
+    let mut value = "acc".to_string();
     if has_bias {
         inputs.push(("bias", cx.inputs[2]));
-        body += "    return acc + load_bias(oc);";
-    } else {
-        body += "    return acc;";
+        value += " + load_bias(oc)";
     }
-    let launch = ElementwiseKernel { inputs, output: cx.outputs[0], helpers: String::new(), body }.build()?;
+    let helpers = match epilogue {
+        Some(ep) => {
+            inputs.extend(ep.names());
+            value = format!("epilogue_at({value}, i)");
+            ep.wgsl.clone()
+        }
+        None => String::new(),
+    };
+    body += &format!("    return {value};");
+    let launch = ElementwiseKernel { inputs, output: cx.outputs[0], helpers, body }.build()?;
     Ok(Lowering::single(launch))
 }
 
-pub fn lower_conv2d(o: &Conv2dOptions, cx: &LowerContext) -> Result<Lowering> {
+/// Lowers conv2d, applying `epilogue` (fused element-wise operators) to each output.
+pub fn lower_conv2d(o: &Conv2dOptions, cx: &LowerContext, epilogue: Option<&Epilogue>) -> Result<Lowering> {
     let g = conv2d_geometry(o, &cx.inputs)?;
-    lower(&g, o.has_bias, cx)
+    lower(&g, o.has_bias, cx, epilogue)
 }
 
-pub fn lower_conv_transpose2d(o: &ConvTranspose2dOptions, cx: &LowerContext) -> Result<Lowering> {
+pub fn lower_conv_transpose2d(o: &ConvTranspose2dOptions, cx: &LowerContext, epilogue: Option<&Epilogue>) -> Result<Lowering> {
     let g = conv_transpose2d_geometry(o, &cx.inputs)?;
-    lower(&g, o.has_bias, cx)
+    lower(&g, o.has_bias, cx, epilogue)
 }
 
 /// The spec's definitions summed in float64: conv2d gathers `input[ih, iw] * filter[kh, kw]`

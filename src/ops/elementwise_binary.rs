@@ -121,7 +121,13 @@ pub fn lower(op: BinaryOp, cx: &LowerContext) -> Result<Lowering> {
     if cx.inputs[0].data_type.is_wide() {
         return lower_wide(op, cx);
     }
-    let vt = value_type(cx.inputs[0].data_type)?;
+    let (expression, helpers) = expression(op, value_type(cx.inputs[0].data_type)?);
+    broadcast_pair_kernel(cx, &expression, helpers)
+}
+
+/// A WGSL expression of `a` and `b` of value type `vt` (not two-word) computing `op`, with the
+/// helpers it needs.
+pub fn expression(op: BinaryOp, vt: &str) -> (String, &'static str) {
     let float = vt == "f32";
     let expression = match op {
         BinaryOp::Add => "a + b".to_string(),
@@ -144,7 +150,7 @@ pub fn lower(op: BinaryOp, cx: &LowerContext) -> Result<Lowering> {
         (BinaryOp::Pow, _) => "fn pow_i(a: u32, b: u32) -> u32 {\n    var base = a; var e = b; var r = 1u;\n    loop { if (e == 0u) { break; } if ((e & 1u) == 1u) { r = r * base; } base = base * base; e = e >> 1u; }\n    return r;\n}\n",
         _ => "",
     };
-    broadcast_pair_kernel(cx, &expression, &helpers)
+    (expression, helpers)
 }
 
 const POW_F32: &str = "// a * b of 32-bit mantissas (value m / 2^31) as the high 32 bits of the 64-bit product,

@@ -21,6 +21,7 @@
 use crate::error::{Error, Result};
 use crate::graph::operand::{broadcast_shapes, is_unidirectionally_broadcastable, MAX_RANK};
 use crate::graph::{DataType, OperandDescriptor};
+use crate::ops::fusion::Epilogue;
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{coords, round_to, HostTensor};
 use crate::ops::wgsl::{
@@ -155,6 +156,8 @@ struct Product<'a> {
     alpha: f64,
     beta: f64,
     device: DeviceTraits,
+    /// Fused element-wise operators applied by `finish` (`out` is then their output).
+    epilogue: Option<&'a Epilogue<'a>>,
 }
 
 /// The tiled kernel's shape: a workgroup of `wx * wy` invocations computes a
@@ -299,6 +302,10 @@ impl Product<'_> {
             s += &broadcast_offset_fn("c", &c.shape, 2);
             e = format!("{e} + {} * load_c(offset_c(array<u32, 2>(m, n)))", literal(self.beta, "f32"));
         }
+        if let Some(ep) = self.epilogue {
+            s += &ep.wgsl;
+            e = format!("epilogue_mn({e}, m, n)");
+        }
         s += &format!("fn finish(acc: f32, m: u32, n: u32) -> f32 {{ return {e}; }}\n");
         s
     }
@@ -308,6 +315,7 @@ impl Product<'_> {
         if let Some(c) = self.c {
             v.push(("c", c));
         }
+        v.extend(self.epilogue.iter().flat_map(|ep| ep.names()));
         v
     }
 
@@ -440,7 +448,7 @@ impl Product<'_> {
     }
 
     fn reads(&self) -> Vec<BufRef> {
-        (0..2 + self.c.is_some() as usize).map(BufRef::Input).collect()
+        (0..self.input_names().len()).map(BufRef::Input).collect()
     }
 
     fn groups_fit(&self, groups: u64) -> Result<()> {
@@ -785,10 +793,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         }
         let count = self.out.element_count();
         let partial = OperandDescriptor::new(DataType::Float32, vec![(count * splits as u64).min(u32::MAX as u64) as u32]);
-        let mut inputs = vec![("s", &partial)];
-        if let Some(c) = self.c {
-            inputs.push(("c", c));
-        }
+        let inputs: Vec<_> = std::iter::once(("s", &partial)).chain(self.input_names().into_iter().skip(2)).collect();
         let mut sum = ElementwiseKernel {
             inputs,
             output: self.out,
@@ -799,7 +804,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             ),
         }
         .build()?;
-        sum.reads = std::iter::once(BufRef::Scratch(0)).chain(self.c.map(|_| BufRef::Input(2))).collect();
+        sum.reads = std::iter::once(BufRef::Scratch(0)).chain(self.reads().into_iter().skip(2)).collect();
         Ok(Lowering::Kernels { scratch: vec![crate::ops::wgsl::buffer_size(&partial)], launches: vec![main, sum] })
     }
 
@@ -935,12 +940,12 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 }
 
 
-pub fn lower_matmul(cx: &LowerContext) -> Result<Lowering> {
+pub fn lower_matmul(cx: &LowerContext, epilogue: Option<&Epilogue>) -> Result<Lowering> {
     let (a, b, out) = (cx.inputs[0], cx.inputs[1], cx.outputs[0]);
     let (ra, rb, ro) = (a.rank(), b.rank(), out.rank());
     let (m, k, n) = (a.shape[ra - 2], a.shape[ra - 1], b.shape[rb - 1]);
     Product {
-        data_type: a.data_type,
+        data_type: out.data_type,
         a,
         b,
         c: None,
@@ -956,17 +961,18 @@ pub fn lower_matmul(cx: &LowerContext) -> Result<Lowering> {
         alpha: 1.0,
         beta: 0.0,
         device: cx.device,
+        epilogue,
     }
     .lower()
 }
 
-pub fn lower_gemm(o: &GemmOptions, cx: &LowerContext) -> Result<Lowering> {
+pub fn lower_gemm(o: &GemmOptions, cx: &LowerContext, epilogue: Option<&Epilogue>) -> Result<Lowering> {
     let (a, b, out) = (cx.inputs[0], cx.inputs[1], cx.outputs[0]);
     let (sa, sb) = gemm_shapes(o, a, b);
     let (m, k, n) = (sa[0], sa[1], sb[1]);
     let t = a.data_type;
     Product {
-        data_type: t,
+        data_type: out.data_type,
         a,
         b,
         c: if o.has_c { Some(cx.inputs[2]) } else { None },
@@ -982,6 +988,7 @@ pub fn lower_gemm(o: &GemmOptions, cx: &LowerContext) -> Result<Lowering> {
         alpha: round_to(o.alpha, t),
         beta: round_to(o.beta, t),
         device: cx.device,
+        epilogue,
     }
     .lower()
 }

@@ -11,6 +11,7 @@ pub mod conv2d;
 pub mod cumulative_sum;
 pub mod elementwise_binary;
 pub mod elementwise_unary;
+pub mod fusion;
 pub mod gather;
 pub mod limits;
 pub mod logical;
@@ -186,8 +187,8 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
         Op::Logical(o) => logical::lower(*o, cx),
         Op::Unary(o) => elementwise_unary::lower(*o, cx),
         Op::Activation(o) => activation::lower(o, cx),
-        Op::Matmul => matmul::lower_matmul(cx),
-        Op::Gemm(o) => matmul::lower_gemm(o, cx),
+        Op::Matmul => matmul::lower_matmul(cx, None),
+        Op::Gemm(o) => matmul::lower_gemm(o, cx, None),
         Op::Reshape { .. } => Ok(Lowering::Alias),
         Op::Expand { .. } => reshape::lower_expand(cx),
         Op::Transpose { permutation } => transpose::lower(permutation.as_deref(), cx),
@@ -200,8 +201,8 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
         Op::LayerNormalization(o) => normalization::lower_layer_normalization(o, cx),
         Op::Cast { .. } => cast::lower(cx),
         Op::Where => where_op::lower(cx),
-        Op::Conv2d(o) => conv2d::lower_conv2d(o, cx),
-        Op::ConvTranspose2d(o) => conv2d::lower_conv_transpose2d(o, cx),
+        Op::Conv2d(o) => conv2d::lower_conv2d(o, cx, None),
+        Op::ConvTranspose2d(o) => conv2d::lower_conv_transpose2d(o, cx, None),
         Op::Pool2d(kind, o) => pool2d::lower(*kind, o, cx),
         Op::BatchNormalization(o) => batch_normalization::lower_batch_normalization(o, cx),
         Op::InstanceNormalization(o) => batch_normalization::lower_instance_normalization(o, cx),

@@ -1,10 +1,10 @@
-//! Compiled graphs: `build()` lowers every operator to WGSL kernels, compiles them through the
-//! pipeline cache, assigns intermediates to slots of the context's shared pool by lifetime (a
-//! slot is reused once its last reader has run) and records an execution plan; `dispatch()`
-//! replays the plan into one command buffer, building bind groups only when the bound buffers
-//! change. `swap_out()`/`swap_in()` release and restore the graph's device memory without
-//! recompiling (uploading host copies, or streaming file-backed constants from their files);
-//! the memory budget evicts least recently dispatched graphs.
+//! Compiled graphs: `build()` fuses element-wise chains ([`fusion`]), lowers every operator to
+//! WGSL kernels, compiles them through the pipeline cache, assigns intermediates to slots of the
+//! context's shared pool by lifetime (a slot is reused once its last reader has run) and records
+//! an execution plan; `dispatch()` replays the plan into one command buffer, building bind groups
+//! only when the bound buffers change. `swap_out()`/`swap_in()` release and restore the graph's
+//! device memory without recompiling (uploading host copies, or streaming file-backed constants
+//! from their files); the memory budget evicts least recently dispatched graphs.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -15,6 +15,7 @@ use crate::graph::{ConstantValue, GraphDescription, OperandDescriptor, OperandSo
 use crate::memory::budget::Evictable;
 use crate::memory::{Residency, SharedConstant};
 use crate::ops::wgsl::buffer_size;
+use crate::ops::fusion::{self, Work};
 use crate::ops::{self, BufRef, LowerContext, Lowering};
 use crate::runtime::buffer::DeviceBuffer;
 use crate::runtime::context::{Context, DeferredOp};
@@ -132,15 +133,19 @@ impl Graph {
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let max_groups = context.limits().max_compute_workgroups_per_dimension.max(1);
         let mut planned = Vec::new();
-        for operator in &d.operators {
+        for operator in fusion::plan(d, context.limits().max_storage_buffers_per_shader_stage) {
             let cx = LowerContext {
                 inputs: operator.inputs.iter().map(|&i| &d.descriptors[i]).collect(),
                 outputs: operator.outputs.iter().map(|&i| &d.descriptors[i]).collect(),
                 shader_f16: context.has_shader_f16(),
                 device: context.device_traits(),
             };
-            let label = || if operator.label.is_empty() { operator.op.name().to_string() } else { operator.label.clone() };
-            let lowering = ops::lower(&operator.op, &cx).map_err(|e| Error::Operation(format!("{}: {}", label(), e.message())))?;
+            let label = || operator.label.clone();
+            let lowering = match &operator.work {
+                Work::Op(op) => ops::lower(op, &cx),
+                Work::Fused(fused) => fused.lower(&cx),
+            }
+            .map_err(|e| Error::Operation(format!("{}: {}", label(), e.message())))?;
             let input_values: Vec<Option<usize>> = operator.inputs.iter().map(|&i| value_of[i]).collect();
             let input_value = |i: usize| input_values[i].ok_or_else(|| Error::Operation("missing input value".into()));
             match lowering {
