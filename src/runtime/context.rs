@@ -293,9 +293,10 @@ impl Context {
 
     /// Runs `attempt`, whose buffer creations are synchronous, inside an out-of-memory error
     /// scope and returns its result with the scope's verdict, which comes after a GPU round trip
-    /// (a later task on the web).
-    pub(crate) fn try_allocate<T>(&self, attempt: impl FnOnce() -> Result<T>) -> Attempt<T> {
-        let unconfirmed = Unconfirmed::new(self);
+    /// (a later task on the web). `shared`: the attempt may replace buffers that other graphs
+    /// bind (the pool's), so no dispatch is recorded until the verdict is in.
+    pub(crate) fn try_allocate<T>(&self, shared: bool, attempt: impl FnOnce() -> Result<T>) -> Attempt<T> {
+        let unconfirmed = shared.then(|| Unconfirmed::new(self));
         let scope = self.allocation_scope();
         let result = attempt();
         Attempt { result, out_of_memory: Box::pin(scope.close()), unconfirmed }
@@ -316,6 +317,7 @@ impl Context {
         let mut pending = first;
         loop {
             let Attempt { result, out_of_memory, unconfirmed } = pending;
+            let shared = unconfirmed.is_some();
             let out_of_memory = out_of_memory.await;
             let value = result?;
             let Some(message) = out_of_memory else { return Ok(value) };
@@ -324,7 +326,7 @@ impl Context {
             if !self.evict_one(except) {
                 return Err(exhausted(message));
             }
-            pending = self.try_allocate(&mut attempt);
+            pending = self.try_allocate(shared, &mut attempt);
         }
     }
 
@@ -460,7 +462,7 @@ impl Context {
             Ok((buffer, validation.pop()))
         };
         let (buffer, invalid) = self
-            .confirm_allocation(self.try_allocate(attempt), 0, attempt, drop, |e| {
+            .confirm_allocation(self.try_allocate(false, attempt), 0, attempt, drop, |e| {
                 Error::Unknown(format!("GPU allocation of {size} bytes failed: {e}"))
             })
             .await?;
@@ -545,7 +547,7 @@ impl Context {
         let constant = Rc::new(SharedConstant::new(size, host));
         let attempt = || constant.make_resident(self);
         let uploaded = self
-            .confirm_allocation(self.try_allocate(attempt), 0, attempt, |_| constant.release(), |e| {
+            .confirm_allocation(self.try_allocate(false, attempt), 0, attempt, |_| constant.release(), |e| {
                 Error::Unknown(format!("GPU allocation of {size} bytes failed: {e}"))
             })
             .await?;
@@ -744,7 +746,7 @@ impl AllocationScope {
 pub(crate) struct Attempt<T> {
     pub result: Result<T>,
     pub out_of_memory: Pin<Box<dyn Future<Output = Option<String>>>>,
-    pub unconfirmed: Unconfirmed,
+    pub unconfirmed: Option<Unconfirmed>,
 }
 
 /// An allocation waiting for its verdict; dropping it wakes what waits for none to be left.

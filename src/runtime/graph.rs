@@ -403,7 +403,7 @@ impl Graph {
             None if !self.needs_allocation() => return Ok(()),
             None => {
                 let (was, last) = (self.inner.residency.get(), context.buffers().last_id());
-                (context.try_allocate(|| self.swap_in_now()), was, last)
+                (context.try_allocate(true, || self.swap_in_now()), was, last)
             }
         };
         let attempt = || self.swap_in_now();
@@ -635,7 +635,7 @@ impl Context {
             None
         } else {
             let (was, last) = (graph.inner.residency.get(), self.buffers().last_id());
-            let Attempt { result, out_of_memory, unconfirmed } = self.try_allocate(|| graph.swap_in_now());
+            let Attempt { result, out_of_memory, unconfirmed } = self.try_allocate(true, || graph.swap_in_now());
             result?;
             Some((Attempt { result: Ok(()), out_of_memory, unconfirmed }, was, last))
         };
