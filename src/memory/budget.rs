@@ -39,7 +39,7 @@ pub trait Evictable {
     fn id(&self) -> u64;
     fn is_resident(&self) -> bool;
     fn last_used(&self) -> u64;
-    /// Whether dispatches of the graph wait in the context's deferred work (not evictable).
+    /// Whether a dispatch of the graph is between its swap-in and its recording (not evictable).
     fn in_flight(&self) -> bool;
     /// Releases the graph's GPU memory (to the host tier).
     fn evict(&self);

@@ -56,7 +56,7 @@ struct GraphInner {
     /// Bumped at every swap-in: constant buffers are new, bind groups must be rebuilt.
     epoch: Cell<u64>,
     last_used: Cell<u64>,
-    /// Dispatches waiting in the context's deferred work; the graph is not evicted meanwhile.
+    /// Dispatches between their swap-in and their recording; the graph is not evicted meanwhile.
     in_flight: Cell<u32>,
     destroyed: Cell<bool>,
 }
@@ -639,9 +639,18 @@ impl Context {
             result?;
             Some((Attempt { result: Ok(()), out_of_memory, unconfirmed }, was, last))
         };
+        // The graph is in flight, not evictable, from its swap-in for this recording to the
+        // recording; while the dispatch only waits in the queue it may be evicted, since it is
+        // swapped in again when its turn comes.
         let g = graph.clone();
-        g.inner.in_flight.set(g.inner.in_flight.get() + 1);
+        let swapped_in = first.is_some();
+        if swapped_in {
+            g.inner.in_flight.set(g.inner.in_flight.get() + 1);
+        }
         self.defer(DeferredOp::Await(Box::pin(async move {
+            if !swapped_in {
+                g.inner.in_flight.set(g.inner.in_flight.get() + 1);
+            }
             let ready = async {
                 g.make_resident(first, out_of_memory_unknown).await?;
                 g.stream_constants().await?;
