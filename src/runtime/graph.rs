@@ -652,6 +652,9 @@ impl Context {
                 g.inner.in_flight.set(g.inner.in_flight.get() + 1);
             }
             let ready = async {
+                if g.inner.destroyed.get() {
+                    return Err(Error::InvalidState("the MLGraph was destroyed before its dispatch ran".into()));
+                }
                 g.make_resident(first, out_of_memory_unknown).await?;
                 g.stream_constants().await?;
                 g.context().allocations_confirmed().await;
