@@ -200,9 +200,8 @@ impl Graph {
         for (from, to, size) in extra_output_copies {
             planned.push(PlannedStep::Copy { from, to, size });
         }
-        if let Some(e) = scope.pop().await {
-            return Err(Error::Operation(format!("a kernel failed to compile: {e}")));
-        }
+        // Popped now, awaited after the allocations below: one GPU round trip answers both.
+        let compiled = scope.pop();
 
         // Assign intermediate buffers by lifetime.
         let mut last_use = vec![0usize; values.len()];
@@ -318,6 +317,10 @@ impl Graph {
         let weak: std::rc::Weak<dyn Evictable> = Rc::downgrade(&graph.inner) as std::rc::Weak<dyn Evictable>;
         context.inner.memory.register(weak);
         graph.make_resident(None, out_of_memory_quota).await?;
+        if let Some(e) = compiled.await {
+            graph.destroy();
+            return Err(Error::Operation(format!("a kernel failed to compile: {e}")));
+        }
         Ok(graph)
     }
 
