@@ -935,11 +935,16 @@ export { ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor, MLWeightFi
 /**
  * Internal hooks for the robustness tests, not part of WebNN: `gpuDevice(context)` is the
  * GPUDevice behind an MLContext (tests/browser/device_loss.mjs destroys it to simulate a lost
- * device); `wasmMemoryBytes(context)` the size of the wasm memory (tests/browser/leaks.mjs).
+ * device); `wasmMemoryBytes(context)` the size of the wasm memory (tests/browser/leaks.mjs);
+ * `failNextAllocations(context, n)` makes the next n GPU allocations report out of memory
+ * (tests/browser/device_loss.mjs).
  */
 export const testing = Object.freeze({
   gpuDevice(context) {
     return slotOf(context, 'MLContext', 'context').handle.gpuDevice();
+  },
+  failNextAllocations(context, n) {
+    slotOf(context, 'MLContext', 'context').handle.failNextAllocations(n >>> 0);
   },
   // The byte length of the wasm module's memory (it only grows).
   wasmMemoryBytes(context) {

@@ -7,9 +7,11 @@
 #   web          wasm-bindgen tests in headless Chromium (tests/web.rs)
 #   conformance  the WPT cases through navigator.ml in headless Chromium
 #   invalid_use  invalid API calls and their exact spec errors
-#   robustness   device loss and out of memory (device_loss.mjs), chained dispatches in flight in
-#                a page and a Worker (concurrency.mjs), 45 s of seeded random API calls (fuzz.mjs)
-#   leaks        graph cycles for 60 s and 60 context cycles: deviceBytes, wasm memory, JS heap
+#   robustness   device loss and out of memory, budgets and injected GPU allocation failures
+#                (device_loss.mjs), chained dispatches in flight in a page and a Worker
+#                (concurrency.mjs), 45 s of seeded random API calls (fuzz.mjs)
+#   leaks        10,000 graph cycles (1 to 8 at once) and 60 context cycles: deviceBytes, wasm
+#                memory, JS heap
 #   demo         the webpack bundle of www/ and the demo page, screenshot in out/demo.png
 #   weights      weight files from OPFS, File and Blob through openWeights, the disk tier, a
 #                graph built while its weights stream, and a dedicated Worker

@@ -1,6 +1,7 @@
 //! Robustness of the runtime: no leaks over many build -> dispatch -> read -> destroy cycles
 //! (device and host bytes return exactly to where they started), allocation failures and
-//! budgets as spec errors, and context loss.
+//! budgets as spec errors, GPU out of memory (injected) as eviction or a spec error, and
+//! context loss.
 //!
 //! `LEAK_CYCLES` sets the graph/tensor cycles (default 10,000, about 10 s on llvmpipe) and
 //! `LEAK_CONTEXT_CYCLES` the context cycles (default 50: a Vulkan device on llvmpipe takes about
@@ -10,6 +11,7 @@ mod common;
 
 use common::{block_on, context};
 use webnn_wgpu::graph::{DataType, GraphBuilder, OperandDescriptor};
+use webnn_wgpu::memory::Residency;
 use webnn_wgpu::ops::elementwise_binary::BinaryOp;
 use webnn_wgpu::ops::elementwise_unary::UnaryOp;
 use webnn_wgpu::ops::Op;
@@ -30,10 +32,15 @@ fn tensor(ctx: &Context, d: &OperandDescriptor, readable: bool, writable: bool) 
 /// `y = exp(x + c) * c` over [4] float32 with a constant `c`: a constant, an intermediate and
 /// two kernels, the parts of a graph that hold memory.
 fn small_graph(ctx: &Context, c: f32) -> webnn_wgpu::Result<Graph> {
-    let d = OperandDescriptor::new(DataType::Float32, vec![4]);
+    sized_graph(ctx, 4, c)
+}
+
+/// [`small_graph`] over [n] values.
+fn sized_graph(ctx: &Context, n: u32, c: f32) -> webnn_wgpu::Result<Graph> {
+    let d = OperandDescriptor::new(DataType::Float32, vec![n]);
     let mut b = GraphBuilder::new(ctx)?;
     let x = b.input("x", d.clone())?;
-    let k = b.constant(d, &f32s(&[c; 4]))?;
+    let k = b.constant(d, &f32s(&vec![c; n as usize]))?;
     let s = b.operator1(Op::Binary(BinaryOp::Add), &[x, k], "")?;
     let e = b.operator1(Op::Unary(UnaryOp::Exp), &[s], "")?;
     let y = b.operator1(Op::Binary(BinaryOp::Mul), &[e, k], "")?;
@@ -155,6 +162,155 @@ fn gpu_allocation_failure_is_an_unknown_error() {
     assert_eq!(e.name(), "UnknownError", "{e}");
     assert_eq!(ctx.memory_info().device_bytes, 0, "a failed allocation is not counted");
     cycle(&ctx, 3);
+}
+
+/// A graph of [`sized_graph`] with its tensors, dispatched and checked against the float64
+/// reference `exp(x + c) * c`.
+struct Resident {
+    graph: Graph,
+    x: Tensor,
+    y: Tensor,
+    n: u32,
+    c: f32,
+}
+
+fn resident(ctx: &Context, n: u32, c: f32) -> webnn_wgpu::Result<Resident> {
+    let d = OperandDescriptor::new(DataType::Float32, vec![n]);
+    let graph = sized_graph(ctx, n, c)?;
+    let (x, y) = (tensor(ctx, &d, false, true)?, tensor(ctx, &d, true, true)?);
+    ctx.write_tensor(&x, &f32s(&inputs(n)))?;
+    Ok(Resident { graph, x, y, n, c })
+}
+
+fn inputs(n: u32) -> Vec<f32> {
+    (0..n).map(|i| (i % 9) as f32 * 0.25 - 1.0).collect()
+}
+
+impl Resident {
+    /// Dispatches the graph and reads its output (an error from either or from the read).
+    fn run(&self, ctx: &Context) -> webnn_wgpu::Result<()> {
+        ctx.dispatch(&self.graph, &[("x".into(), self.x.clone())], &[("y".into(), self.y.clone())])?;
+        let bytes = block_on(ctx.read_tensor(&self.y))?;
+        for (k, (chunk, x)) in bytes.chunks_exact(4).zip(inputs(self.n)).enumerate() {
+            let got = f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]) as f64;
+            let want = ((x + self.c) as f64).exp() * self.c as f64;
+            assert!((got - want).abs() <= 1e-5 * want.abs().max(1.0), "c={} [{k}]: {got} vs {want}", self.c);
+        }
+        Ok(())
+    }
+}
+
+/// What the context's device bytes must be: its tensors, the constants of its resident graphs
+/// and the two 256-byte pool slots every graph of [`sized_graph`] (n <= 64) uses while one is
+/// resident.
+fn expected_device_bytes(graphs: &[&Resident], tensor_bytes: u64) -> u64 {
+    let constants: u64 = graphs.iter().map(|r| r.graph.device_bytes()).sum();
+    let pool = if graphs.iter().any(|r| r.graph.residency() == Residency::Device) { 2 * 256 } else { 0 };
+    tensor_bytes + constants + pool
+}
+
+/// An out-of-memory error from the GPU (injected: real exhaustion cannot be provoked safely)
+/// evicts the least recently used graph and the allocation is retried: build, swapIn and a
+/// dispatch's swap-in succeed with correct results, and device bytes stay exact.
+#[test]
+fn out_of_memory_evicts_the_least_recently_used_graph_and_retries() {
+    let ctx = block_on(Context::new(ContextOptions { memory_budget: Some(1 << 20), ..Default::default() })).unwrap();
+    let graphs: Vec<Resident> = (0..3).map(|i| resident(&ctx, 4, 0.5 + i as f32).unwrap()).collect();
+    for r in &graphs {
+        r.run(&ctx).unwrap();
+    }
+    let tensors = 3 * 2 * 16;
+    let all: Vec<&Resident> = graphs.iter().collect();
+    assert_eq!(ctx.memory_info().device_bytes, expected_device_bytes(&all, tensors));
+    let before = ctx.memory_info();
+
+    // build(): its first allocation fails; graph 0, the least recently dispatched, goes.
+    ctx.fail_next_allocations(1);
+    let big = resident(&ctx, 64, 0.25).unwrap();
+    let residency: Vec<Residency> = graphs.iter().map(|r| r.graph.residency()).collect();
+    assert_eq!(residency, [Residency::Host, Residency::Device, Residency::Device]);
+    assert_eq!(big.graph.residency(), Residency::Device);
+    let after = ctx.memory_info();
+    assert_eq!((after.swap_outs, after.swap_ins), (before.swap_outs + 1, before.swap_ins + 1), "one eviction, one swap-in");
+    let tensors = tensors + 2 * 256;
+    let all: Vec<&Resident> = graphs.iter().chain([&big]).collect();
+    assert_eq!(after.device_bytes, expected_device_bytes(&all, tensors), "device bytes after the retried build");
+    big.run(&ctx).unwrap();
+
+    // swapIn(): graph 0 back in; graph 1 is now the least recently used.
+    ctx.fail_next_allocations(1);
+    block_on(graphs[0].graph.swap_in()).unwrap();
+    assert_eq!(graphs[0].graph.residency(), Residency::Device);
+    assert_eq!(graphs[1].graph.residency(), Residency::Host);
+    assert_eq!(ctx.memory_info().device_bytes, expected_device_bytes(&all, tensors));
+    graphs[0].run(&ctx).unwrap();
+
+    // dispatch(): graph 1 swaps in inside the dispatch; graph 2, dispatched least recently, goes.
+    ctx.fail_next_allocations(1);
+    graphs[1].run(&ctx).unwrap();
+    assert_eq!(graphs[1].graph.residency(), Residency::Device);
+    assert_eq!(graphs[2].graph.residency(), Residency::Host);
+    assert_eq!(ctx.memory_info().device_bytes, expected_device_bytes(&all, tensors));
+
+    // Every graph still computes right.
+    for r in all.iter().rev() {
+        r.run(&ctx).unwrap();
+    }
+    assert_eq!(ctx.memory_info().device_bytes, expected_device_bytes(&all, tensors));
+    assert!(ctx.take_uncaptured_error().is_none());
+}
+
+/// With nothing left to evict, an out-of-memory error is the spec's error for the call and
+/// changes nothing else: build and swapIn reject with QuotaExceededError, createTensor and
+/// createConstantTensor with UnknownError, and a dispatch is not run and its readTensor
+/// rejects with UnknownError. The context keeps working.
+#[test]
+fn out_of_memory_with_nothing_to_evict_is_a_spec_error_and_the_context_still_works() {
+    let ctx = context();
+    let a = resident(&ctx, 4, 1.5).unwrap();
+    a.run(&ctx).unwrap();
+    let tensors = 2 * 16;
+    assert_eq!(ctx.memory_info().device_bytes, expected_device_bytes(&[&a], tensors));
+
+    // build(): graph a is evicted, then the allocation still fails.
+    ctx.fail_next_allocations(u32::MAX);
+    let e = sized_graph(&ctx, 4, 2.0).err().expect("build() with the GPU out of memory");
+    assert_eq!(e.name(), "QuotaExceededError", "{e}");
+    assert_eq!(a.graph.residency(), Residency::Host);
+    assert_eq!(ctx.memory_info().device_bytes, tensors, "the failed build holds nothing");
+
+    // swapIn() rejects and leaves the graph swapped out.
+    let e = block_on(a.graph.swap_in()).unwrap_err();
+    assert_eq!(e.name(), "QuotaExceededError", "{e}");
+    assert_eq!(a.graph.residency(), Residency::Host);
+    assert_eq!(ctx.memory_info().device_bytes, tensors);
+
+    // Tensors: UnknownError, nothing allocated.
+    let d = OperandDescriptor::new(DataType::Float32, vec![4]);
+    assert_eq!(tensor(&ctx, &d, true, true).err().map(|e| e.name()), Some("UnknownError"));
+    let e = block_on(ctx.create_constant_tensor(d.clone(), &f32s(&[1.0; 4]))).err().expect("a constant tensor");
+    assert_eq!(e.name(), "UnknownError", "{e}");
+    assert_eq!(ctx.memory_info().device_bytes, tensors);
+
+    // dispatch(): validated and accepted, but not run; the next read reports the failure and
+    // the output keeps its bytes.
+    ctx.write_tensor(&a.y, &f32s(&[7.0; 4])).unwrap();
+    ctx.dispatch(&a.graph, &[("x".into(), a.x.clone())], &[("y".into(), a.y.clone())]).unwrap();
+    let e = block_on(ctx.read_tensor(&a.y)).unwrap_err();
+    assert_eq!(e.name(), "UnknownError", "{e}");
+    assert_eq!(block_on(ctx.read_tensor(&a.y)).unwrap(), f32s(&[7.0; 4]), "no wrong result");
+    assert_eq!(a.graph.residency(), Residency::Host);
+    assert_eq!(ctx.memory_info().device_bytes, tensors);
+
+    // The GPU has memory again: everything works, the accounting is exact.
+    ctx.fail_next_allocations(0);
+    a.run(&ctx).unwrap();
+    let b = resident(&ctx, 4, 2.0).unwrap();
+    b.run(&ctx).unwrap();
+    block_on(a.graph.swap_in()).unwrap();
+    assert_eq!(ctx.memory_info().device_bytes, expected_device_bytes(&[&a, &b], 2 * tensors));
+    cycle(&ctx, 4);
+    assert!(ctx.take_uncaptured_error().is_none());
 }
 
 #[test]

@@ -92,6 +92,12 @@ impl ContextHandle {
         self.context.device().as_webgpu().map(|d| JsValue::from(d.clone())).unwrap_or(JsValue::UNDEFINED)
     }
 
+    /// Internal test hook, not WebNN: the next `n` GPU allocations report out of memory.
+    #[wasm_bindgen(js_name = failNextAllocations)]
+    pub fn fail_next_allocations(&self, n: u32) {
+        self.context.fail_next_allocations(n);
+    }
+
     /// Internal test hook, not WebNN: the byte length of this module's wasm memory, which the
     /// leak tests watch.
     #[wasm_bindgen(js_name = wasmMemoryBytes)]

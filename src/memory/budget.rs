@@ -39,6 +39,8 @@ pub trait Evictable {
     fn id(&self) -> u64;
     fn is_resident(&self) -> bool;
     fn last_used(&self) -> u64;
+    /// Whether a dispatch of the graph is between its swap-in and its recording (not evictable).
+    fn in_flight(&self) -> bool;
     /// Releases the graph's GPU memory (to the host tier).
     fn evict(&self);
     /// Intermediate slot sizes the graph needs while resident.
@@ -58,14 +60,14 @@ impl MemoryState {
         graphs.push(graph);
     }
 
-    /// The resident graphs other than `except`, least recently used first.
+    /// The resident graphs other than `except` and not in flight, least recently used first.
     pub fn eviction_order(&self, except: u64) -> Vec<Rc<dyn Evictable>> {
         let mut live: Vec<Rc<dyn Evictable>> = self
             .graphs
             .borrow()
             .iter()
             .filter_map(|g| g.upgrade())
-            .filter(|g| g.id() != except && g.is_resident())
+            .filter(|g| g.id() != except && g.is_resident() && !g.in_flight())
             .collect();
         live.sort_by_key(|g| g.last_used());
         live

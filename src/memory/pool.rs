@@ -77,6 +77,17 @@ impl IntermediatePool {
         }
     }
 
+    /// Frees the slot buffers created after buffer id `last` (by an allocation that failed).
+    pub fn discard_newer_than(&self, last: u64) {
+        let mut slots = self.slots.borrow_mut();
+        for slot in slots.iter_mut() {
+            if slot.as_ref().is_some_and(|b| b.id > last) {
+                *slot = None;
+                self.generation.set(self.generation.get() + 1);
+            }
+        }
+    }
+
     pub fn device_bytes(&self) -> u64 {
         self.slots.borrow().iter().flatten().map(|b| b.size).sum()
     }

@@ -29,6 +29,11 @@ impl BufferRegistry {
         self.peak_bytes.get()
     }
 
+    /// The id of the last buffer created; later buffers have larger ids.
+    pub fn last_id(&self) -> u64 {
+        self.next_id.get()
+    }
+
     pub fn reset_peak(&self) {
         self.peak_bytes.set(self.live_bytes.get());
     }

@@ -56,6 +56,14 @@ pub(crate) struct ContextInner {
     deferred: Deferred,
     last_uncaptured_error: Arc<Mutex<Option<String>>>,
     next_tensor_id: Cell<u64>,
+    /// Test-only fault injection: allocations inside an [`AllocationScope`] still to report
+    /// out of memory, and how many did so far.
+    failing_allocations: Cell<u32>,
+    injected_failures: Cell<u64>,
+    open_allocation_scopes: Cell<u32>,
+    /// Allocations waiting for the GPU's verdict, and what waits for none to be left.
+    unconfirmed: Cell<u32>,
+    confirmed: RefCell<Vec<oneshot::Sender<()>>>,
 }
 
 /// Queue work waiting behind a stream from a weight file, run in call order.
@@ -160,6 +168,11 @@ impl Context {
                 deferred: Deferred::default(),
                 last_uncaptured_error,
                 next_tensor_id: Cell::new(1),
+                failing_allocations: Cell::new(0),
+                injected_failures: Cell::new(0),
+                open_allocation_scopes: Cell::new(0),
+                unconfirmed: Cell::new(0),
+                confirmed: RefCell::new(Vec::new()),
             }),
         }
     }
@@ -254,6 +267,89 @@ impl Context {
             };
             victim.evict();
             memory.pool.trim(&memory.resident_slot_needs());
+        }
+    }
+
+    /// Evicts the least recently used resident graph other than graph `except`, for an
+    /// allocation the GPU could not satisfy; `false` when no graph is left to evict.
+    fn evict_one(&self, except: u64) -> bool {
+        let memory = &self.inner.memory;
+        let Some(victim) = memory.eviction_order(except).into_iter().next() else { return false };
+        victim.evict();
+        memory.pool.trim(&memory.resident_slot_needs());
+        true
+    }
+
+    /// Opens an out-of-memory error scope around synchronous buffer creations.
+    pub(crate) fn allocation_scope(&self) -> AllocationScope {
+        let inner = &self.inner;
+        inner.open_allocation_scopes.set(inner.open_allocation_scopes.get() + 1);
+        AllocationScope {
+            scope: inner.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory),
+            injected_before: inner.injected_failures.get(),
+            context: self.clone(),
+        }
+    }
+
+    /// Runs `attempt`, whose buffer creations are synchronous, inside an out-of-memory error
+    /// scope and returns its result with the scope's verdict, which comes after a GPU round trip
+    /// (a later task on the web). `shared`: the attempt may replace buffers that other graphs
+    /// bind (the pool's), so no dispatch is recorded until the verdict is in.
+    pub(crate) fn try_allocate<T>(&self, shared: bool, attempt: impl FnOnce() -> Result<T>) -> Attempt<T> {
+        let unconfirmed = shared.then(|| Unconfirmed::new(self));
+        let scope = self.allocation_scope();
+        let result = attempt();
+        Attempt { result, out_of_memory: Box::pin(scope.close()), unconfirmed }
+    }
+
+    /// Waits for an attempt's verdict. When the GPU was out of memory, `undo` frees what the
+    /// attempt allocated, the least recently used graph that is resident and not in flight
+    /// (other than graph `except`) is evicted, and `attempt` runs again, one eviction at a time;
+    /// with no graph left to evict the result is `exhausted(message)`.
+    pub(crate) async fn confirm_allocation<T>(
+        &self,
+        first: Attempt<T>,
+        except: u64,
+        mut attempt: impl FnMut() -> Result<T>,
+        mut undo: impl FnMut(T),
+        exhausted: impl FnOnce(String) -> Error,
+    ) -> Result<T> {
+        let mut pending = first;
+        loop {
+            let Attempt { result, out_of_memory, unconfirmed } = pending;
+            let shared = unconfirmed.is_some();
+            let out_of_memory = out_of_memory.await;
+            let value = result?;
+            let Some(message) = out_of_memory else { return Ok(value) };
+            undo(value);
+            drop(unconfirmed);
+            if !self.evict_one(except) {
+                return Err(exhausted(message));
+            }
+            pending = self.try_allocate(shared, &mut attempt);
+        }
+    }
+
+    /// Test-only fault injection: the next `n` buffer creations inside an allocation check
+    /// report out of memory, as a GPU that ran out would (the buffers are still created, and
+    /// freed by the failure path). Real exhaustion cannot be provoked safely in tests.
+    #[doc(hidden)]
+    pub fn fail_next_allocations(&self, n: u32) {
+        self.inner.failing_allocations.set(n);
+    }
+
+    /// Whether allocations wait for the GPU's verdict: until then no work may bind the pool's
+    /// buffers, which an allocation may have replaced.
+    pub(crate) fn has_unconfirmed_allocations(&self) -> bool {
+        self.inner.unconfirmed.get() > 0
+    }
+
+    /// Resolves once no allocation waits for its verdict.
+    pub(crate) async fn allocations_confirmed(&self) {
+        while self.has_unconfirmed_allocations() {
+            let (sender, receiver) = oneshot::channel();
+            self.inner.confirmed.borrow_mut().push(sender);
+            receiver.await;
         }
     }
 
@@ -356,10 +452,23 @@ impl Context {
         id
     }
 
-    /// Creates a registered storage buffer; allocation failure becomes `UnknownError`.
+    /// Creates a registered storage buffer. When the GPU is out of memory, least recently used
+    /// graphs are evicted one at a time and the allocation retried; with none left it is an
+    /// `UnknownError` (the spec's error when a tensor's data cannot be created).
     pub async fn create_buffer(&self, size: u64, label: &str) -> Result<DeviceBuffer> {
-        let (buffer, allocated) = self.create_buffer_checked_later(size, label);
-        allocated.await?;
+        let attempt = || {
+            let validation = self.inner.device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let buffer = self.create_buffer_unchecked(size, label);
+            Ok((buffer, validation.pop()))
+        };
+        let (buffer, invalid) = self
+            .confirm_allocation(self.try_allocate(false, attempt), 0, attempt, drop, |e| {
+                Error::Unknown(format!("GPU allocation of {size} bytes failed: {e}"))
+            })
+            .await?;
+        if let Some(e) = invalid.await {
+            return Err(Error::Unknown(format!("GPU buffer of {size} bytes could not be created: {e}")));
+        }
         Ok(buffer)
     }
 
@@ -372,11 +481,11 @@ impl Context {
         size: u64,
         label: &str,
     ) -> (DeviceBuffer, impl Future<Output = Result<()>> + 'static) {
-        let scope = self.inner.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let scope = self.allocation_scope();
         let validation = self.inner.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let buffer = self.create_buffer_unchecked(size, label);
         let invalid = validation.pop();
-        let oom = scope.pop();
+        let oom = scope.close();
         let check = async move {
             let invalid = invalid.await;
             if let Some(e) = oom.await {
@@ -392,6 +501,11 @@ impl Context {
 
     /// Creates a registered storage buffer without waiting for allocation errors.
     pub(crate) fn create_buffer_unchecked(&self, size: u64, label: &str) -> DeviceBuffer {
+        let inner = &self.inner;
+        if inner.open_allocation_scopes.get() > 0 && inner.failing_allocations.get() > 0 {
+            inner.failing_allocations.set(inner.failing_allocations.get() - 1);
+            inner.injected_failures.set(inner.injected_failures.get() + 1);
+        }
         let buffer = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size,
@@ -431,7 +545,12 @@ impl Context {
         let size = buffer_size(&descriptor);
         self.make_room(0, &|| size)?;
         let constant = Rc::new(SharedConstant::new(size, host));
-        let uploaded = constant.make_resident(self)?;
+        let attempt = || constant.make_resident(self);
+        let uploaded = self
+            .confirm_allocation(self.try_allocate(false, attempt), 0, attempt, |_| constant.release(), |e| {
+                Error::Unknown(format!("GPU allocation of {size} bytes failed: {e}"))
+            })
+            .await?;
         self.inner.memory.bytes_uploaded.set(self.inner.memory.bytes_uploaded.get() + uploaded);
         let descriptor = TensorDescriptor { operand: descriptor, readable: false, writable: false };
         Ok(Tensor::new_constant(self, descriptor, constant))
@@ -599,6 +718,55 @@ impl Context {
         self.settled().await;
         let probe = self.create_buffer_unchecked(4, "flush");
         self.read_buffer(&probe.buffer, 4).await.map(|_| ())
+    }
+}
+
+/// An out-of-memory error scope around buffer creations; injected failures count as errors.
+pub(crate) struct AllocationScope {
+    scope: wgpu::ErrorScopeGuard,
+    injected_before: u64,
+    context: Context,
+}
+
+impl AllocationScope {
+    /// Pops the scope: resolves to the out-of-memory message, if any.
+    pub(crate) fn close(self) -> impl Future<Output = Option<String>> + 'static {
+        let inner = &self.context.inner;
+        inner.open_allocation_scopes.set(inner.open_allocation_scopes.get().saturating_sub(1));
+        let injected = inner.injected_failures.get() > self.injected_before;
+        let popped = self.scope.pop();
+        async move {
+            let error = popped.await.map(|e| e.to_string());
+            error.or_else(|| injected.then(|| "out of memory (injected by fail_next_allocations)".to_string()))
+        }
+    }
+}
+
+/// Synchronous allocations and the pending verdict of their error scope.
+pub(crate) struct Attempt<T> {
+    pub result: Result<T>,
+    pub out_of_memory: Pin<Box<dyn Future<Output = Option<String>>>>,
+    pub unconfirmed: Option<Unconfirmed>,
+}
+
+/// An allocation waiting for its verdict; dropping it wakes what waits for none to be left.
+pub(crate) struct Unconfirmed(Context);
+
+impl Unconfirmed {
+    fn new(context: &Context) -> Unconfirmed {
+        context.inner.unconfirmed.set(context.inner.unconfirmed.get() + 1);
+        Unconfirmed(context.clone())
+    }
+}
+
+impl Drop for Unconfirmed {
+    fn drop(&mut self) {
+        let inner = &self.0.inner;
+        inner.unconfirmed.set(inner.unconfirmed.get().saturating_sub(1));
+        if inner.unconfirmed.get() == 0 {
+            let waiting = std::mem::take(&mut *inner.confirmed.borrow_mut());
+            waiting.into_iter().for_each(|w| w.send(()));
+        }
     }
 }
 

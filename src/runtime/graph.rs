@@ -18,7 +18,7 @@ use crate::ops::wgsl::buffer_size;
 use crate::ops::fusion::{self, Work};
 use crate::ops::{self, BufRef, LowerContext, Lowering};
 use crate::runtime::buffer::DeviceBuffer;
-use crate::runtime::context::{Context, DeferredOp};
+use crate::runtime::context::{Attempt, Context, DeferredOp};
 use crate::runtime::pipeline::Pipeline;
 use crate::runtime::tensor::Tensor;
 
@@ -57,6 +57,8 @@ struct GraphInner {
     /// Bumped at every swap-in: constant buffers are new, bind groups must be rebuilt.
     epoch: Cell<u64>,
     last_used: Cell<u64>,
+    /// Dispatches between their swap-in and their recording; the graph is not evicted meanwhile.
+    in_flight: Cell<u32>,
     destroyed: Cell<bool>,
 }
 
@@ -203,9 +205,8 @@ impl Graph {
         for (from, to, size) in extra_output_copies {
             planned.push(PlannedStep::Copy { from, to, size });
         }
-        if let Some(e) = scope.pop().await {
-            return Err(Error::Operation(format!("a kernel failed to compile: {e}")));
-        }
+        // Popped now, awaited after the allocations below: one GPU round trip answers both.
+        let compiled = scope.pop();
 
         // Assign intermediate buffers by lifetime.
         let mut last_use = vec![0usize; values.len()];
@@ -306,6 +307,7 @@ impl Graph {
                 residency: Cell::new(Residency::Host),
                 epoch: Cell::new(0),
                 last_used: Cell::new(0),
+                in_flight: Cell::new(0),
                 destroyed: Cell::new(false),
             }),
         };
@@ -319,7 +321,11 @@ impl Graph {
         }
         let weak: std::rc::Weak<dyn Evictable> = Rc::downgrade(&graph.inner) as std::rc::Weak<dyn Evictable>;
         context.inner.memory.register(weak);
-        graph.swap_in_now()?;
+        graph.make_resident(None, out_of_memory_quota).await?;
+        if let Some(e) = compiled.await {
+            graph.destroy();
+            return Err(Error::Operation(format!("a kernel failed to compile: {e}")));
+        }
         Ok(graph)
     }
 
@@ -387,6 +393,45 @@ impl Graph {
         Ok(())
     }
 
+    /// Whether a swap-in now would create buffers (constants or pool slots).
+    fn needs_allocation(&self) -> bool {
+        let memory = &self.inner.context.inner.memory;
+        self.inner.residency.get() != Residency::Device || memory.pool.growth_for(&self.inner.slot_sizes) > 0
+    }
+
+    /// [`swap_in_now`](Self::swap_in_now) with its allocations checked: when the GPU is out of
+    /// memory, the attempt is undone, the least recently used other graph evicted and the
+    /// swap-in tried again; with nothing left to evict, `exhausted(message)`. `first` is an
+    /// attempt already made (by `dispatch()`, synchronously) with the residency before it and
+    /// the registry's last buffer id then.
+    async fn make_resident(&self, first: Option<(Attempt<()>, Residency, u64)>, exhausted: fn(String) -> Error) -> Result<()> {
+        let context = &self.inner.context;
+        let (first, was, last) = match first {
+            Some(first) => first,
+            None if !self.needs_allocation() => return Ok(()),
+            None => {
+                let (was, last) = (self.inner.residency.get(), context.buffers().last_id());
+                (context.try_allocate(true, || self.swap_in_now()), was, last)
+            }
+        };
+        let attempt = || self.swap_in_now();
+        context.confirm_allocation(first, self.inner.id, attempt, |()| self.undo_swap_in(was, last), exhausted).await
+    }
+
+    /// Undoes a swap-in whose allocations failed: the graph goes back to residency `was` and the
+    /// buffers created after buffer id `last` are freed.
+    fn undo_swap_in(&self, was: Residency, last: u64) {
+        let inner = &self.inner;
+        let memory = &inner.context.inner.memory;
+        if was != Residency::Device && inner.residency.get() == Residency::Device {
+            inner.release();
+            inner.residency.set(was);
+            memory.swap_ins.set(memory.swap_ins.get().saturating_sub(1));
+        }
+        memory.pool.discard_newer_than(last);
+        memory.pool.trim(&memory.resident_slot_needs());
+    }
+
     /// Whether file-backed constants wait to be streamed from their files.
     fn needs_stream(&self) -> bool {
         self.inner.constants.iter().any(|c| c.needs_stream())
@@ -405,7 +450,7 @@ impl Graph {
     pub async fn swap_in(&self) -> Result<()> {
         self.check_usable()?;
         self.inner.context.settled().await;
-        self.swap_in_now()?;
+        self.make_resident(None, out_of_memory_quota).await?;
         self.stream_constants().await
     }
 
@@ -471,6 +516,28 @@ impl GraphInner {
     }
 }
 
+impl GraphInner {
+    /// Lets go of the constants' device buffers and the bind groups holding them.
+    fn release(&self) {
+        for constant in &self.constants {
+            constant.release();
+        }
+        self.bind_cache.borrow_mut().take();
+    }
+}
+
+/// The error of `build()` and `swapIn()` when the GPU is out of memory and no graph is left to
+/// evict: the graph does not fit, as over a `memoryBudget`.
+fn out_of_memory_quota(message: String) -> Error {
+    Error::QuotaExceeded(format!("the GPU is out of memory for the graph and no other graph can be evicted: {message}"))
+}
+
+/// The error of a `dispatch()` that could not make its graph resident, reported by the next
+/// `readTensor()` (the spec's error when a read fails).
+fn out_of_memory_unknown(message: String) -> Error {
+    Error::Unknown(format!("the GPU is out of memory for the dispatched graph and no other graph can be evicted: {message}"))
+}
+
 impl Evictable for GraphInner {
     fn id(&self) -> u64 {
         self.id
@@ -484,16 +551,17 @@ impl Evictable for GraphInner {
         self.last_used.get()
     }
 
+    fn in_flight(&self) -> bool {
+        self.in_flight.get() > 0
+    }
+
     /// To `"disk"` when every constant can be streamed again from its file (they hold no host
     /// copy), else to `"host"`; file-backed constants of a mixed graph leave the GPU too.
     fn evict(&self) {
         if self.residency.get() != Residency::Device {
             return;
         }
-        for constant in &self.constants {
-            constant.release();
-        }
-        self.bind_cache.borrow_mut().take();
+        self.release();
         self.residency.set(if self.file_backed() { Residency::Disk } else { Residency::Host });
         let memory = &self.context.inner.memory;
         memory.swap_outs.set(memory.swap_outs.get() + 1);
@@ -560,19 +628,51 @@ impl Context {
         if self.is_lost() {
             return Ok(());
         }
-        graph.swap_in_now()?;
         graph.inner.last_used.set(self.inner.memory.tick());
-        if !graph.needs_stream() && !self.is_deferring() {
+        let waits = self.is_deferring() || self.has_unconfirmed_allocations();
+        if !waits && !graph.needs_allocation() && !graph.needs_stream() {
             return graph.record(&input_buffers, &output_buffers);
         }
-        // Constants back from the "disk" tier are streamed first; the recording, and every
-        // queue operation after it, waits for them (at once natively, where reads complete).
-        if graph.needs_stream() {
-            let g = graph.clone();
-            self.defer(DeferredOp::Await(Box::pin(async move { g.stream_constants().await })));
-        }
+        // Buffers are bound only once the GPU confirmed their allocation (this swap-in's, and
+        // those of a build or swap-in in progress, which may have replaced pool buffers), and
+        // constants back from the "disk" tier are streamed first: the recording, and every queue
+        // operation after it, waits (at once natively, where these complete within the call).
+        // Behind other work the swap-in is made in order with it; otherwise at once, so that a
+        // budget error throws here.
+        let first = if waits || !graph.needs_allocation() {
+            None
+        } else {
+            let (was, last) = (graph.inner.residency.get(), self.buffers().last_id());
+            let Attempt { result, out_of_memory, unconfirmed } = self.try_allocate(true, || graph.swap_in_now());
+            result?;
+            Some((Attempt { result: Ok(()), out_of_memory, unconfirmed }, was, last))
+        };
+        // The graph is in flight, not evictable, from its swap-in for this recording to the
+        // recording; while the dispatch only waits in the queue it may be evicted, since it is
+        // swapped in again when its turn comes.
         let g = graph.clone();
-        self.defer(DeferredOp::Run(Box::new(move || g.record(&input_buffers, &output_buffers))));
+        let swapped_in = first.is_some();
+        if swapped_in {
+            g.inner.in_flight.set(g.inner.in_flight.get() + 1);
+        }
+        self.defer(DeferredOp::Await(Box::pin(async move {
+            if !swapped_in {
+                g.inner.in_flight.set(g.inner.in_flight.get() + 1);
+            }
+            let ready = async {
+                if g.inner.destroyed.get() {
+                    return Err(Error::InvalidState("the MLGraph was destroyed before its dispatch ran".into()));
+                }
+                g.make_resident(first, out_of_memory_unknown).await?;
+                g.stream_constants().await?;
+                g.context().allocations_confirmed().await;
+                Ok(())
+            }
+            .await;
+            g.inner.in_flight.set(g.inner.in_flight.get() - 1);
+            ready?;
+            g.record(&input_buffers, &output_buffers)
+        })));
         Ok(())
     }
 }

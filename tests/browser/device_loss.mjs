@@ -3,7 +3,11 @@
 // pending readTensor must reject with InvalidStateError, later calls must fail as the spec's
 // steps say (the context's graphs and tensors are destroyed by the loss), and
 // navigator.ml.createContext() must give a new context that computes. Also out of memory: a
-// tensor over maxTensorByteLength is a TypeError, one over a memoryBudget a QuotaExceededError.
+// tensor over maxTensorByteLength is a TypeError, one over a memoryBudget a QuotaExceededError,
+// and a GPU allocation failure (injected through testing.failNextAllocations) evicts the least
+// recently dispatched graph and retries, or with nothing to evict is QuotaExceededError for
+// build/swapIn, UnknownError for createTensor and the read after a dispatch, never a wrong
+// result; deviceBytes stays exact and the context keeps working.
 import { start, openPage, writeOut } from './browser.mjs';
 
 const { browser, url, close } = await start();
@@ -25,9 +29,9 @@ try {
       }
     };
     const desc = { dataType: 'float32', shape: [4] };
-    const graphOn = async (ctx) => {
+    const graphOn = async (ctx, k = [1, 2, 3, 4]) => {
       const b = new MLGraphBuilder(ctx);
-      const y = b.add(b.input('x', desc), b.constant(desc, new Float32Array([1, 2, 3, 4])));
+      const y = b.add(b.input('x', desc), b.constant(desc, new Float32Array(k)));
       return b.build({ y });
     };
     const ctx = await navigator.ml.createContext();
@@ -102,6 +106,49 @@ try {
     const computed = Array.from(new Float32Array(await budgeted.readTensor(y3)));
     check('the budgeted context computes', computed.join() === '3,4,5,6', computed);
     budgeted.destroy();
+
+    // GPU out of memory, injected: these one-operator graphs hold only their 16-byte constant.
+    const oom = await navigator.ml.createContext();
+    const ox = await oom.createTensor({ ...desc, writable: true });
+    const oy = await oom.createTensor({ ...desc, readable: true, writable: true });
+    oom.writeTensor(ox, new Float32Array([1, 1, 1, 1]));
+    const compute = async (g) => {
+      oom.dispatch(g, { x: ox }, { y: oy });
+      return Array.from(new Float32Array(await oom.readTensor(oy))).join();
+    };
+    const exact = (graphs) => oom.memoryInfo().deviceBytes === 32 + graphs.reduce((n, g) => n + g.deviceBytes, 0);
+    const oa = await graphOn(oom, [1, 2, 3, 4]);
+    const ob = await graphOn(oom, [10, 20, 30, 40]);
+    check('graphs compute before the failures', (await compute(oa)) === '2,3,4,5' && (await compute(ob)) === '11,21,31,41', '');
+    testing.failNextAllocations(oom, 1);
+    let oc;
+    const gc = await outcome(async () => { oc = await graphOn(oom, [100, 200, 300, 400]); });
+    check('build() with the GPU out of memory evicts the least recently used graph and succeeds',
+      gc === 'ok' && oa.residency === 'host' && ob.residency === 'device' && oc.residency === 'device', `${gc} ${oa.residency} ${ob.residency}`);
+    check('deviceBytes is exact after the retried build', exact([oa, ob, oc]), oom.memoryInfo().deviceBytes);
+    check('the new graph computes', (await compute(oc)) === '101,201,301,401', '');
+    testing.failNextAllocations(oom, 1);
+    const swapped = await compute(oa);
+    check('a dispatch that swaps in with the GPU out of memory evicts and computes',
+      swapped === '2,3,4,5' && oa.residency === 'device' && ob.residency === 'host', `${swapped} ${ob.residency}`);
+    testing.failNextAllocations(oom, 1e6);
+    const builds = await outcome(() => graphOn(oom));
+    check('build() with nothing left to evict rejects with QuotaExceededError', builds === 'QuotaExceededError', builds);
+    const swapIn = await outcome(() => ob.swapIn());
+    check('swapIn() with nothing left to evict rejects with QuotaExceededError', swapIn === 'QuotaExceededError' && ob.residency === 'host', swapIn);
+    const tensor = await outcome(() => oom.createTensor(desc));
+    check('createTensor() with the GPU out of memory rejects with UnknownError', tensor === 'UnknownError', tensor);
+    oom.writeTensor(oy, new Float32Array([7, 7, 7, 7]));
+    const read = await outcome(() => compute(ob));
+    const kept = Array.from(new Float32Array(await oom.readTensor(oy))).join();
+    check('a dispatch that cannot swap in is not run: its read rejects with UnknownError, the output keeps its bytes',
+      read === 'UnknownError' && kept === '7,7,7,7', `${read} ${kept}`);
+    check('deviceBytes is exact after the failures', exact([oa, ob, oc]), oom.memoryInfo().deviceBytes);
+    testing.failNextAllocations(oom, 0);
+    const recovered = [await compute(oa), await compute(ob), await compute(oc)].join(' ');
+    check('with memory again every graph computes', recovered === '2,3,4,5 11,21,31,41 101,201,301,401', recovered);
+    check('deviceBytes is exact at the end', exact([oa, ob, oc]), oom.memoryInfo().deviceBytes);
+    oom.destroy();
     const destroyed = await Promise.race([fresh.lost, timeout]);
     check('destroy() resolves lost with a message', destroyed && destroyed.message.length > 0, destroyed?.message);
     return results;
@@ -115,4 +162,4 @@ for (const c of checks) console.log(`${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.de
 writeOut('device_loss.json', checks);
 const failed = checks.filter((c) => !c.ok).length;
 console.log(`device_loss: ${checks.length - failed} passed, ${failed} failed`);
-process.exit(failed === 0 && checks.length >= 19 ? 0 : 1);
+process.exit(failed === 0 && checks.length >= 30 ? 0 : 1);
