@@ -321,7 +321,7 @@ impl Graph {
         }
         let weak: std::rc::Weak<dyn Evictable> = Rc::downgrade(&graph.inner) as std::rc::Weak<dyn Evictable>;
         context.inner.memory.register(weak);
-        graph.make_resident(None, out_of_memory_quota).await?;
+        graph.make_resident(None, out_of_memory_operation).await?;
         if let Some(e) = compiled.await {
             graph.destroy();
             return Err(Error::Operation(format!("a kernel failed to compile: {e}")));
@@ -526,8 +526,14 @@ impl GraphInner {
     }
 }
 
-/// The error of `build()` and `swapIn()` when the GPU is out of memory and no graph is left to
-/// evict: the graph does not fit, as over a `memoryBudget`.
+/// The error of `build()` when the GPU is out of memory and no graph is left to evict: the
+/// spec's error for a graph the platform could not build.
+fn out_of_memory_operation(message: String) -> Error {
+    Error::Operation(format!("the GPU is out of memory for the graph and no other graph can be evicted: {message}"))
+}
+
+/// The error of `swapIn()` when the GPU is out of memory and no graph is left to evict: the
+/// graph does not fit, as over a `memoryBudget`.
 fn out_of_memory_quota(message: String) -> Error {
     Error::QuotaExceeded(format!("the GPU is out of memory for the graph and no other graph can be evicted: {message}"))
 }

@@ -5,8 +5,8 @@
 // navigator.ml.createContext() must give a new context that computes. Also out of memory: a
 // tensor over maxTensorByteLength is a TypeError, one over a memoryBudget a QuotaExceededError,
 // and a GPU allocation failure (injected through testing.failNextAllocations) evicts the least
-// recently dispatched graph and retries, or with nothing to evict is QuotaExceededError for
-// build/swapIn, UnknownError for createTensor and the read after a dispatch, never a wrong
+// recently dispatched graph and retries, or with nothing to evict is OperationError for
+// build, QuotaExceededError for swapIn, UnknownError for createTensor and the read after a dispatch, never a wrong
 // result; deviceBytes stays exact and the context keeps working.
 import { start, openPage, writeOut } from './browser.mjs';
 
@@ -133,7 +133,7 @@ try {
       swapped === '2,3,4,5' && oa.residency === 'device' && ob.residency === 'host', `${swapped} ${ob.residency}`);
     testing.failNextAllocations(oom, 1e6);
     const builds = await outcome(() => graphOn(oom));
-    check('build() with nothing left to evict rejects with QuotaExceededError', builds === 'QuotaExceededError', builds);
+    check('build() with nothing left to evict rejects with OperationError', builds === 'OperationError', builds);
     const swapIn = await outcome(() => ob.swapIn());
     check('swapIn() with nothing left to evict rejects with QuotaExceededError', swapIn === 'QuotaExceededError' && ob.residency === 'host', swapIn);
     const tensor = await outcome(() => oom.createTensor(desc));
