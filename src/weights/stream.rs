@@ -40,7 +40,7 @@ pub struct LoadOptions {
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { float_type: None, chunk_bytes: 4 << 20, max_chunks_in_flight: 4 }
+        LoadOptions { float_type: None, chunk_bytes: 8 << 20, max_chunks_in_flight: 4 }
     }
 }
 
@@ -242,15 +242,21 @@ pub async fn stream_tensor<S: Source>(
     let mut stats = StreamStats::default();
     let mut fence = WriteFence::default();
     let mut position = info.offset;
-    let mut in_flight = 0u32;
+    let group = u64::from(options.max_chunks_in_flight.max(1));
+    let mut direct = verbatim;
+    let mut in_flight = 0u64;
     while position < end {
-        let n = (end - position).min(chunk_bytes) as usize;
         let first_element = (position - info.offset) / block_bytes * block_elements;
         let offset = first_element * out_size;
-        let direct = verbatim && reader.write_next(n, context.queue(), buffer, offset).await.map_err(in_tensor)?;
-        let written = if direct {
-            n as u64
+        // A whole group of chunks at a time where the reader writes them itself (the browser:
+        // read and writeBuffer in JS, never through wasm memory); one chunk at a time otherwise.
+        let n = if direct { (end - position).min(chunk_bytes * group) } else { (end - position).min(chunk_bytes) };
+        direct = direct
+            && reader.write_next(n as usize, chunk_bytes as usize, context.queue(), buffer, offset).await.map_err(in_tensor)?;
+        let (n, written, chunks) = if direct {
+            (n, n, n.div_ceil(chunk_bytes))
         } else {
+            let n = n.min(chunk_bytes) as usize;
             if read.len() < n {
                 read = vec![0u8; n];
                 converted.reserve((n as u64 / block_bytes * block_elements * out_size) as usize);
@@ -262,18 +268,18 @@ pub async fn stream_tensor<S: Source>(
                 return Err(lost());
             }
             write_padded(context.queue(), buffer, offset, &converted);
-            converted.len() as u64
+            (n as u64, converted.len() as u64, 1)
         };
         if context.is_lost() {
             return Err(lost());
         }
-        stats.chunks += 1;
-        stats.bytes_read += n as u64;
+        stats.chunks += chunks;
+        stats.bytes_read += n;
         stats.bytes_written += written;
         stats.peak_host_bytes = stats.peak_host_bytes.max((read.capacity() + converted.capacity()) as u64);
-        position += n as u64;
-        in_flight += 1;
-        if in_flight >= options.max_chunks_in_flight.max(1) {
+        position += n;
+        in_flight += chunks;
+        if in_flight >= group {
             fence.mark(context).await;
             in_flight = 0;
         }
