@@ -286,8 +286,11 @@ pub async fn stream_tensor<S: Source>(
         progress(position - info.offset, total);
     }
     // The last group stays in flight: queue order puts it before any later use, and the GPU
-    // works through it while the next tensor is read.
-    fence.mark(context).await;
+    // works through it while the next tensor is read. (A mark right after the loop's last one
+    // would wait for the whole tensor instead.)
+    if in_flight > 0 {
+        fence.mark(context).await;
+    }
     Ok(stats)
 }
 
