@@ -1,7 +1,8 @@
 // Weight streaming benchmark in headless Chromium (WebGPU on SwiftShader). Writes safetensors
 // files (SIZES_MIB="256 1024", tensors of 64 MiB) to OPFS, then moves every tensor of the file
 // to GPU buffers along each path below, REPEATS times interleaved (path after path, then again;
-// the median time counts, the machine being shared and noisy):
+// the median time counts, the machine being shared and noisy; so does the median over
+// repetitions of each repetition's ratio, which compares runs made under the same load):
 //   ours      openWeights(handle) + constantTensor() per tensor (the extension)
 //   slices    plain JS: blob.slice() of 8 MiB chunks, .arrayBuffer(), GPUQueue.writeBuffer
 //   stream    plain JS: blob.stream() chunks coalesced into one reused 8 MiB buffer, writeBuffer
@@ -23,9 +24,10 @@ import { start, openPage } from './browser.mjs';
 const sizes = (process.env.SIZES_MIB || '256 1024').split(/\s+/).filter(Boolean).map(Number);
 const REPEATS = Number(process.env.REPEATS || 5);
 const TENSOR_MIB = 64;
-const PATHS = (process.env.PATHS || 'slices stream byob ours standard ours-worker sync-worker').split(' ');
+const PATHS = (process.env.PATHS || 'slices stream byob ours sync-worker ours-worker standard').split(' ');
 const { browser, url, close } = await start(undefined, ['--enable-precise-memory-info', '--js-flags=--expose-gc']);
 const results = [];
+const ratios = {};
 let failed = false;
 const median = (sorted) => (sorted.length % 2 ? sorted[(sorted.length - 1) / 2]
   : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2);
@@ -143,16 +145,19 @@ try {
         const handle = await fileHandle(file.name);
         context ??= await navigator.ml.createContext();
         const m = meter();
-        const t0 = performance.now();
         const streamedBefore = context.memoryInfo().bytesStreamedFromDisk;
+        // Created before the clock starts: reading it back is the one GPU round trip at the end,
+        // as onSubmittedWorkDone() is for the plain paths.
+        const probe = await context.createTensor({ dataType: 'float32', shape: [1], readable: true });
+        const t0 = performance.now();
         const weights = await context.openWeights(handle, { onProgress: m.sample });
         const tensors = [];
         for (const t of weights.tensors) tensors.push(await weights.constantTensor(t.name));
-        const probe = await context.createTensor({ dataType: 'float32', shape: [1], readable: true });
         await context.readTensor(probe);
         const ms = performance.now() - t0;
         const streamed = context.memoryInfo().bytesStreamedFromDisk;
         tensors.forEach((t) => t.destroy());
+        probe.destroy();
         if (streamed - streamedBefore !== file.count * file.tensorBytes) throw new Error(`streamed ${streamed} bytes`);
         return { ms, ...m.done() };
       },
@@ -254,12 +259,18 @@ try {
     const file = await page.evaluate(({ mib, tensorMib }) => window.bench.write(`bench-${mib}.safetensors`, mib, tensorMib),
       { mib, tensorMib: TENSOR_MIB });
     const runs = Object.fromEntries(PATHS.map((p) => [p, []]));
+    ratios[mib] = { plain: [], worker: [] };
     for (let r = 0; r < REPEATS; r++) {
       for (const path of PATHS) {
         const run = await measure(path, file).catch((e) => ({ error: e.message.split('\n')[0] }));
         console.error(JSON.stringify({ mib, path, ...run }));
         runs[path].push(run);
       }
+      // This repetition's best plain Window path over ours, and sync-worker over ours-worker.
+      const ms = (p) => (runs[p]?.[r] && !runs[p][r].error ? runs[p][r].ms : NaN);
+      const plain = Math.min(...['slices', 'stream', 'byob'].map(ms).filter((t) => !Number.isNaN(t)));
+      ratios[mib].plain.push(plain / ms('ours'));
+      ratios[mib].worker.push(ms('sync-worker') / ms('ours-worker'));
     }
     await page.evaluate((name) => window.bench.remove(name), file.name);
     for (const path of PATHS) {
@@ -293,12 +304,21 @@ for (const r of results) {
   const all = r.times.map((t) => t.toFixed(0)).join(' ');
   console.log(`| ${file} | ${r.path} | ${r.ms.toFixed(0)} ms | ${gbs(r)} | ${all} | ${mb(r.heapGrowth)} | ${mb(r.wasmGrowth)} | ${mb(r.cdpGrowth)} |`);
 }
+const medianOf = (values) => {
+  const ok = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+  return ok.length ? median(ok) : NaN;
+};
 for (const mib of sizes) {
   const of = (p) => results.find((r) => r.mib === mib && r.path === p && !r.error);
   const best = ['slices', 'stream', 'byob'].map(of).filter(Boolean).sort((a, b) => a.ms - b.ms)[0];
-  if (of('ours') && best) console.log(`\n${mib} MiB: ours at ${(best.ms / of('ours').ms).toFixed(2)}× the best plain Window path (${best.path}), medians.`);
+  const pair = (k) => ratios[mib][k].map((v) => v.toFixed(2)).join(' ');
+  if (of('ours') && best) {
+    console.log(`\n${mib} MiB: ours at ${(best.ms / of('ours').ms).toFixed(2)}× the best plain Window path (${best.path}), `
+      + `medians; median of per-repetition ratios (best plain / ours) ${medianOf(ratios[mib].plain).toFixed(2)} (${pair('plain')}).`);
+  }
   if (of('ours-worker') && of('sync-worker')) {
-    console.log(`${mib} MiB: ours-worker at ${(of('sync-worker').ms / of('ours-worker').ms).toFixed(2)}× sync-worker, medians.`);
+    console.log(`${mib} MiB: ours-worker at ${(of('sync-worker').ms / of('ours-worker').ms).toFixed(2)}× sync-worker, `
+      + `medians; median of per-repetition ratios ${medianOf(ratios[mib].worker).toFixed(2)} (${pair('worker')}).`);
   }
 }
 process.exit(failed ? 1 : 0);

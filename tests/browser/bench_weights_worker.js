@@ -17,11 +17,11 @@ async function ours(file) {
   await ready;
   context ??= await navigator.ml.createContext();
   const handle = await fileHandle(file.name);
+  const probe = await context.createTensor({ dataType: 'float32', shape: [1], readable: true });
   const t0 = performance.now();
   const weights = await context.openWeights(handle);
   const tensors = [];
   for (const t of weights.tensors) tensors.push(await weights.constantTensor(t.name));
-  const probe = await context.createTensor({ dataType: 'float32', shape: [1], readable: true });
   await context.readTensor(probe);
   const ms = performance.now() - t0;
   tensors.forEach((t) => t.destroy());
