@@ -188,7 +188,8 @@ extern "C" {
         length: f64,
         chunk_bytes: f64,
     ) -> std::result::Result<wasm_bindgen::JsValue, wasm_bindgen::JsValue>;
-    /// Cancels the stream and returns the staging buffer to the pool.
+    /// Closes the sync access handle, cancels the stream (or, at the end of the range, parks it
+    /// for the next tensor) and returns the staging buffer to the pool.
     #[wasm_bindgen(method)]
     fn close(this: &BlobRangeReader);
 }

@@ -3,8 +3,10 @@
 //! written with `queue.write_buffer` at its offset. Two reusable host buffers (the chunk read
 //! and its conversion) are all the host memory the loader holds, and after every few chunks the
 //! loader waits for the queue so the driver's staging copies stay bounded too. In the browser,
-//! chunks that need no conversion go from the `Blob`'s `ArrayBuffer` straight to
-//! `GPUQueue.writeBuffer`, never through wasm memory.
+//! tensors that need no conversion never pass through wasm memory: each group of
+//! `max_chunks_in_flight` chunks is read into a reused JS staging buffer and handed to
+//! `GPUQueue.writeBuffer` chunk by chunk in JS (`BlobRangeReader.writeTo`), which is the best
+//! plain-JavaScript file-to-GPU path, with one call into JS and one fence per group.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -34,7 +36,8 @@ pub struct LoadOptions {
     /// Bytes of the larger of a chunk as read and as converted (rounded down to whole elements
     /// or blocks); the loader's host buffers hold at most twice this.
     pub chunk_bytes: u64,
-    /// Chunks written to the queue before waiting for them to reach the GPU.
+    /// Chunks written to the queue before waiting for them to reach the GPU (a group: at most
+    /// two groups are in flight while reading goes on).
     pub max_chunks_in_flight: u32,
 }
 

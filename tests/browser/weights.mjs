@@ -3,7 +3,8 @@
 // whose results are checked exactly; a corrupt file rejects with a DataError naming the file and
 // the page keeps working; swapOut({to: 'disk'}) then dispatch gives identical results.
 // constantTensor(name, {wait: false}) lets a graph build while the bytes stream (the first
-// dispatch waits), and a dedicated Worker loads from OPFS the same way.
+// dispatch waits), and a dedicated Worker loads from OPFS the same way, through sync access
+// handles that it closes afterwards, streaming instead when another sync handle locks the file.
 import { start, openPage } from './browser.mjs';
 
 const { browser, url, close } = await start();
