@@ -11,7 +11,8 @@
 //             view) per tensor, build() of a graph reducing each constant
 //   ours-worker  `ours` in a dedicated Worker (tensors read through sync access handles)
 //   sync-worker  plain JS in a dedicated Worker: createSyncAccessHandle(), read(view, {at}) of
-//             8 MiB into one reused buffer, writeBuffer
+//             8 MiB into one reused buffer, writeBuffer, a wait every 4 chunks (see
+//             bench_weights_worker.js)
 // Every path creates its GPU buffers (or constants) and ends with a GPU round trip inside the
 // timed span, so the time covers allocation and the bytes reaching the GPU; `ours` keeps one
 // MLContext across runs as the plain paths keep one GPUDevice. Memory (Window paths only):
