@@ -1,13 +1,15 @@
 //! Streaming a tensor from its file to a GPU buffer: the bytes are read in chunks of whole
 //! elements (whole blocks for quantized types), each chunk is converted to the WebNN type and
 //! written with `queue.write_buffer` at its offset. Two reusable host buffers (the chunk read
-//! and its conversion) are all the host memory the loader holds, and after every few chunks the
-//! loader waits for the queue so the driver's staging copies stay bounded too. In the browser,
-//! tensors that need no conversion never pass through wasm memory: each group of
+//! and its conversion) are all the host memory the loader holds, and a context-wide fence
+//! ([`WriteFence`]) bounds the writes in flight so the driver's staging copies stay bounded
+//! too. In the browser, tensors that need no conversion never pass through wasm memory: each group of
 //! `max_chunks_in_flight` chunks is read into a reused JS staging buffer and handed to
 //! `GPUQueue.writeBuffer` chunk by chunk in JS (`BlobRangeReader.writeTo`), which is the best
 //! plain-JavaScript file-to-GPU path, with one call into JS and one fence per group.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -36,8 +38,8 @@ pub struct LoadOptions {
     /// Bytes of the larger of a chunk as read and as converted (rounded down to whole elements
     /// or blocks); the loader's host buffers hold at most twice this.
     pub chunk_bytes: u64,
-    /// Chunks written to the queue before waiting for them to reach the GPU (a group: at most
-    /// two groups are in flight while reading goes on).
+    /// Chunks written to the queue between marks of the context's write fence (a group: at
+    /// most four groups are in flight while reading goes on, see [`WriteFence`]).
     pub max_chunks_in_flight: u32,
 }
 
@@ -243,7 +245,7 @@ pub async fn stream_tensor<S: Source>(
     let mut read: Vec<u8> = Vec::new();
     let mut converted: Vec<u8> = Vec::new();
     let mut stats = StreamStats::default();
-    let mut fence = WriteFence::default();
+    let fence = &context.inner.write_fence;
     let mut position = info.offset;
     let group = u64::from(options.max_chunks_in_flight.max(1));
     let mut direct = verbatim;
@@ -288,9 +290,8 @@ pub async fn stream_tensor<S: Source>(
         }
         progress(position - info.offset, total);
     }
-    // The last group stays in flight: queue order puts it before any later use, and the GPU
-    // works through it while the next tensor is read. (A mark right after the loop's last one
-    // would wait for the whole tensor instead.)
+    // The last groups stay in flight: queue order puts them before any later use, and the GPU
+    // works through them while the next tensor is read.
     if in_flight > 0 {
         fence.mark(context).await;
     }
@@ -298,13 +299,19 @@ pub async fn stream_tensor<S: Source>(
 }
 
 /// Bounds the chunk writes queued but not yet on the GPU (their staging copies belong to the
-/// driver or the browser): each mark waits for the writes before the previous mark, so at
-/// most two groups of `max_chunks_in_flight` chunks are in flight while reading goes on, and
-/// one when the stream returns.
+/// driver or the browser), for the whole context: a mark follows every group of
+/// `max_chunks_in_flight` chunks and waits for the writes before the mark `FENCE_DEPTH` marks
+/// earlier, so at most `FENCE_DEPTH + 1` groups are in flight while reading goes on. Shared by
+/// consecutive tensors (and concurrent streams), no tensor waits for its own last writes: a
+/// wait per tensor costs a GPU round trip that, on a loaded machine, took as long as reading
+/// the tensor.
 #[derive(Default)]
-struct WriteFence {
-    previous: Option<Marker>,
+pub(crate) struct WriteFence {
+    marks: RefCell<VecDeque<Marker>>,
 }
+
+/// Marks not yet waited for: with groups of four 8 MiB chunks, at most 128 MiB in flight.
+const FENCE_DEPTH: usize = 3;
 
 #[cfg(not(target_arch = "wasm32"))]
 type Marker = wgpu::SubmissionIndex;
@@ -313,10 +320,19 @@ type Marker = wgpu::SubmissionIndex;
 type Marker = wasm_bindgen_futures::JsFuture;
 
 impl WriteFence {
-    async fn mark(&mut self, context: &Context) {
-        let next = marker(context);
-        if let Some(previous) = std::mem::replace(&mut self.previous, next) {
-            wait(context, previous).await;
+    async fn mark(&self, context: &Context) {
+        // The borrow ends before the await: concurrent streams share the queue.
+        let oldest = {
+            let mut marks = self.marks.borrow_mut();
+            marks.extend(marker(context));
+            if marks.len() > FENCE_DEPTH {
+                marks.pop_front()
+            } else {
+                None
+            }
+        };
+        if let Some(oldest) = oldest {
+            wait(context, oldest).await;
         }
     }
 }

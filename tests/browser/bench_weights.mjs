@@ -121,6 +121,12 @@ try {
       if (at !== file.count * file.tensorBytes) throw new Error(`streamed ${at} bytes`);
     };
     window.bench = {
+      // After a lost device (SwiftShader's GPU process sometimes dies after several GiB of
+      // buffers come and go), the next run starts a new device and context.
+      reset() {
+        device = undefined;
+        context = undefined;
+      },
       async write(name, mib, tensorMib) {
         const count = mib / tensorMib;
         const tensorBytes = tensorMib << 20;
@@ -272,6 +278,7 @@ try {
     for (let r = 0; r < REPEATS; r++) {
       for (const path of PATHS) {
         const run = await measure(path, file).catch((e) => ({ error: e.message.split('\n')[0] }));
+        if (run.error) await page.evaluate(() => window.bench.reset());
         console.error(JSON.stringify({ mib, path, ...run }));
         runs[path].push(run);
       }
