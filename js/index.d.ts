@@ -339,14 +339,29 @@ declare global {
     readonly fileByteLength: number;
   }
 
+  /** Extension (not in EXTENSIONS.md): options of MLWeightFile.constantTensor(). */
+  interface MLConstantTensorOptions {
+    /**
+     * Weightless build. true: the promise resolves once the bytes are on the GPU. false: it
+     * resolves once the GPU buffer is allocated while the bytes stream on in the background, so
+     * a graph can be built with the tensor meanwhile; queue work issued after the call
+     * (dispatch, writeTensor, readTensor) waits for the stream, and a failed stream rejects the
+     * next readTensor. Progress still goes to the file's onProgress.
+     * @default true
+     */
+    wait?: boolean;
+  }
+
   /** Extension: an opened safetensors or GGUF file (MLContext.openWeights()). */
   interface MLWeightFile {
     readonly tensors: readonly MLWeightFileTensorInfo[];
     /**
      * A constant MLTensor (for builder.constant(tensor)) whose bytes stream from the file to the
      * GPU in chunks: peak main memory is bounded by the chunk size. It can go to the "disk" tier.
+     * In a dedicated Worker, a FileSystemFileHandle's tensors are read through a sync access
+     * handle (closed when the tensor is loaded; a file locked by another one is streamed).
      */
-    constantTensor(name: string): Promise<MLTensor>;
+    constantTensor(name: string, options?: MLConstantTensorOptions): Promise<MLTensor>;
   }
 
   type MLInputOperandLayout = 'nchw' | 'nhwc';

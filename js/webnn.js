@@ -367,8 +367,11 @@ class MLContext {
       : toEnum(o.floatType, ['float32', 'float16'], 'openWeights(): options.floatType');
     let blob;
     let name;
+    let fileHandle;
     if (typeof FileSystemFileHandle === 'function' && source instanceof FileSystemFileHandle) {
       name = source.name;
+      // Kept for sync access handles: in a dedicated Worker, tensors are read through them.
+      fileHandle = source;
       try {
         blob = await source.getFile();
       } catch (e) {
@@ -381,7 +384,7 @@ class MLContext {
       throw new TypeError('openWeights(): source must be a FileSystemFileHandle, a File or a Blob');
     }
     if (c.handle.isLost()) throw domException('InvalidStateError', 'openWeights(): the MLContext is lost');
-    const handle = await c.handle.openWeights(blob, name, floatType);
+    const handle = await c.handle.openWeights(blob, fileHandle, name, floatType);
     return new MLWeightFile(INTERNAL, handle, this, o.onProgress);
   }
 }
@@ -454,61 +457,163 @@ class MLWeightFile {
 }
 setInterfaceName(MLWeightFile, 'MLWeightFile');
 
-// The byte reader under MLWeightFile (imported by src/weights/source.rs): a blob range read
-// with blob.stream() and coalesced into one staging ArrayBuffer, reused for every chunk (a
-// BYOB reader fills it in place where the browser has one; otherwise the stream's chunks are
-// copied in). next(n) resolves to a view of the next n bytes, valid until the next call.
-// Staging buffers go back to a small pool on close(), so loading tensor after tensor
-// allocates nothing per chunk or per tensor.
+// The byte reader under MLWeightFile (imported by src/weights/source.rs): a file range read in
+// order into one staging ArrayBuffer, reused for every chunk. In a dedicated Worker with an OPFS
+// FileSystemFileHandle it reads through a sync access handle (read(view, {at}): no stream, no
+// copy); elsewhere, or when the file is locked by another sync handle, through blob.stream()
+// with a BYOB reader that fills the staging buffer in place (a default reader's chunks are
+// copied in where the browser lacks BYOB). next(n) resolves to a view of the next n bytes,
+// valid until the next call; writeTo() is the hot path of tensors that need no conversion:
+// read a chunk, GPUQueue.writeBuffer it from the staging buffer, repeat, all in JS. Staging
+// buffers go back to a small pool on close(), so loading tensor after tensor allocates nothing
+// per chunk or per tensor. A stream reader closed at the end of its range parks its stream until
+// the next macrotask: the next tensor of a file usually starts where the last one ended, and
+// continuing the stream saves restarting it. Sync handles close with their reader (they lock
+// the file), and a read costs no more on a fresh one. readerStats counts how ranges were read.
+export const readerStats = { syncHandles: 0, streams: 0, continued: 0 };
 const stagingPool = [];
 const STAGING_POOL_SIZE = 4;
+let parked = null;
+
+function releaseParked() {
+  if (parked === null) return;
+  clearTimeout(parked.timer);
+  parked.reader.cancel().catch(() => {});
+  parked = null;
+}
 
 export class BlobRangeReader {
-  constructor(blob, offset, length, stagingBytes) {
-    const stream = blob.slice(offset, offset + length).stream();
+  constructor(blob, fileHandle, offset, length, stagingBytes) {
+    this.blob = blob;
+    this.fileHandle = fileHandle ?? null;
+    this.position = offset;
+    this.end = offset + length;
+    this.reader = null;
+    this.access = null;
+    this.opening = null;
+    this.closed = false;
+    this.failed = false;
+    this.byob = false;
+    this.pending = null;
+    const i = stagingPool.findIndex((b) => b.byteLength >= stagingBytes);
+    this.staging = i >= 0 ? stagingPool.splice(i, 1)[0] : new ArrayBuffer(stagingBytes);
+  }
+
+  async open() {
+    if (parked !== null && parked.blob === this.blob && parked.position === this.position) {
+      clearTimeout(parked.timer);
+      ({ reader: this.reader, byob: this.byob, pending: this.pending } = parked);
+      parked = null;
+      readerStats.continued++;
+      return;
+    }
+    releaseParked();
+    if (this.fileHandle && typeof this.fileHandle.createSyncAccessHandle === 'function') {
+      try {
+        const access = await this.fileHandle.createSyncAccessHandle();
+        // close() may have run meanwhile: the handle locks the file, so it must not outlive us.
+        if (this.closed) access.close();
+        else this.access = access;
+        readerStats.syncHandles++;
+        return;
+      } catch {
+        // Locked (another sync handle holds the file: NoModificationAllowedError) or not a
+        // dedicated Worker: stream the Blob instead.
+      }
+    }
+    if (this.closed) return;
+    // To the end of the file, so that the next tensor can continue it.
+    const stream = this.blob.slice(this.position).stream();
+    readerStats.streams++;
     try {
       this.reader = stream.getReader({ mode: 'byob' });
       this.byob = true;
     } catch {
       this.reader = stream.getReader();
-      this.byob = false;
     }
-    const i = stagingPool.findIndex((b) => b.byteLength >= stagingBytes);
-    this.staging = i >= 0 ? stagingPool.splice(i, 1)[0] : new ArrayBuffer(stagingBytes);
-    this.pending = null;
+  }
+
+  // Fills staging[0, n) with the next n bytes (fewer at the end of the file); returns the count.
+  async fill(n) {
+    if (this.opening === null) this.opening = this.open();
+    await this.opening;
+    if (this.closed) throw new Error('the reader is closed');
+    if (n > this.end - this.position) throw new Error(`reading ${n} bytes goes past the range`);
+    // Cleared once the read completes: a reader closed after a failed read is not parked.
+    this.failed = true;
+    if (this.staging.byteLength < n) this.staging = new ArrayBuffer(n);
+    let filled = 0;
+    if (this.access) {
+      while (filled < n) {
+        const got = this.access.read(new Uint8Array(this.staging, filled, n - filled), { at: this.position + filled });
+        if (got === 0) break;
+        filled += got;
+      }
+    } else {
+      while (filled < n) {
+        if (this.byob) {
+          // The read transfers the staging buffer; the view it resolves to holds it again.
+          const { value, done } = await this.reader.read(new Uint8Array(this.staging, filled, n - filled));
+          if (value) this.staging = value.buffer;
+          if (done) break;
+          filled += value.byteLength;
+        } else {
+          if (this.pending === null) {
+            const { value, done } = await this.reader.read();
+            if (done) break;
+            this.pending = value;
+          }
+          const take = Math.min(this.pending.byteLength, n - filled);
+          new Uint8Array(this.staging, filled, take).set(this.pending.subarray(0, take));
+          filled += take;
+          this.pending = take < this.pending.byteLength ? this.pending.subarray(take) : null;
+        }
+      }
+    }
+    this.position += filled;
+    this.failed = false;
+    return filled;
   }
 
   async next(n) {
-    if (this.staging.byteLength < n) this.staging = new ArrayBuffer(n);
-    let filled = 0;
-    while (filled < n) {
-      if (this.byob) {
-        // The read transfers the staging buffer; the view it resolves to holds it again.
-        const { value, done } = await this.reader.read(new Uint8Array(this.staging, filled, n - filled));
-        if (value) this.staging = value.buffer;
-        if (done) break;
-        filled += value.byteLength;
-      } else {
-        if (this.pending === null) {
-          const { value, done } = await this.reader.read();
-          if (done) break;
-          this.pending = value;
-        }
-        const take = Math.min(this.pending.byteLength, n - filled);
-        new Uint8Array(this.staging, filled, take).set(this.pending.subarray(0, take));
-        filled += take;
-        this.pending = take < this.pending.byteLength ? this.pending.subarray(take) : null;
-      }
-    }
+    const filled = await this.fill(n);
     return new Uint8Array(this.staging, 0, filled);
   }
 
+  // Writes the next `length` bytes to `buffer` (a GPUBuffer) at `bufferOffset` through `queue`,
+  // in chunks of `chunkBytes` (a multiple of 4). writeBuffer copies before it returns, so the
+  // staging buffer is free again at once. It takes whole words: the last 0-3 bytes of an odd
+  // length come back as a Uint8Array for the caller to pad; a short file rejects.
+  async writeTo(queue, buffer, bufferOffset, length, chunkBytes) {
+    let done = 0;
+    while (done < length) {
+      const n = Math.min(chunkBytes, length - done);
+      const filled = await this.fill(n);
+      if (filled !== n) throw new Error(`reading ${n} bytes gave ${filled} bytes (the file changed?)`);
+      const words = n - (n % 4);
+      if (words > 0) queue.writeBuffer(buffer, bufferOffset + done, this.staging, 0, words);
+      done += n;
+      if (words < n) return new Uint8Array(this.staging.slice(words, n));
+    }
+    return new Uint8Array(0);
+  }
+
   close() {
-    this.reader.cancel().catch(() => {});
+    this.closed = true;
+    if (this.access) this.access.close();
+    this.access = null;
+    if (this.reader && !this.failed && this.position === this.end) {
+      releaseParked();
+      const { blob, position, reader, byob, pending } = this;
+      parked = { blob, position, reader, byob, pending, timer: setTimeout(releaseParked, 0) };
+    } else if (this.reader) {
+      this.reader.cancel().catch(() => {});
+    }
     // A failed BYOB read leaves the buffer detached (byteLength 0): nothing to give back.
-    if (this.staging.byteLength > 0 && stagingPool.length < STAGING_POOL_SIZE) stagingPool.push(this.staging);
+    if (this.staging && this.staging.byteLength > 0 && stagingPool.length < STAGING_POOL_SIZE) stagingPool.push(this.staging);
     this.staging = null;
     this.pending = null;
+    this.reader = null;
   }
 }
 

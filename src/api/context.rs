@@ -139,10 +139,17 @@ impl ContextHandle {
     }
 
     /// The `openWeights()` extension: `blob` is a `File`, a `Blob` or a `FileSystemFileHandle`'s
-    /// file, `name` names it in errors.
+    /// file, `file_handle` that handle (`undefined` otherwise), `name` names it in errors.
     #[wasm_bindgen(js_name = openWeights)]
-    pub fn open_weights(&self, blob: web_sys::Blob, name: String, float_type: Option<String>) -> JsResult<Promise> {
-        crate::api::weights::open_weights(self.context.clone(), self.tensors.clone(), blob, name, float_type)
+    pub fn open_weights(
+        &self,
+        blob: web_sys::Blob,
+        file_handle: JsValue,
+        name: String,
+        float_type: Option<String>,
+    ) -> JsResult<Promise> {
+        let (context, tensors) = (self.context.clone(), self.tensors.clone());
+        crate::api::weights::open_weights(context, tensors, blob, file_handle, name, float_type)
     }
 
     #[wasm_bindgen(js_name = writeTensor)]

@@ -14,12 +14,15 @@ use crate::graph::DataType;
 use crate::runtime::Context;
 use crate::weights::{BlobSource, LoadOptions, WeightFile};
 
-/// `context.openWeights(source, options)` after conversion: `name` names the file in errors,
+/// `context.openWeights(source, options)` after conversion: `file_handle` is the
+/// `FileSystemFileHandle` `blob` came from, if any (read through sync access handles in a
+/// dedicated Worker), `name` names the file in errors,
 /// `float_type` is `"float32"`, `"float16"` or `undefined`.
 pub(crate) fn open_weights(
     context: Context,
     tensors: Tensors,
     blob: web_sys::Blob,
+    file_handle: JsValue,
     name: String,
     float_type: Option<String>,
 ) -> JsResult<Promise> {
@@ -29,7 +32,7 @@ pub(crate) fn open_weights(
         if let Some(message) = context.lost_message() {
             return Err(to_js(crate::error::Error::InvalidState(message)));
         }
-        let source = Rc::new(BlobSource::new(name, blob));
+        let source = Rc::new(BlobSource::new(name, blob, file_handle));
         let file = WeightFile::open(&*source).await.map_err(to_js)?;
         Ok(WeightFileHandle { file: Rc::new(file), source, context, tensors, options }.into())
     }))

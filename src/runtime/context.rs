@@ -52,6 +52,8 @@ pub(crate) struct ContextInner {
     pub registry: Rc<BufferRegistry>,
     pub pipelines: PipelineCache,
     pub memory: MemoryState,
+    /// Bounds the weight-file writes queued but not yet on the GPU, across all streams.
+    pub write_fence: crate::weights::stream::WriteFence,
     lost: Signal,
     deferred: Deferred,
     last_uncaptured_error: Arc<Mutex<Option<String>>>,
@@ -164,6 +166,7 @@ impl Context {
                 registry: Rc::new(BufferRegistry::default()),
                 pipelines: PipelineCache::default(),
                 memory,
+                write_fence: Default::default(),
                 lost,
                 deferred: Deferred::default(),
                 last_uncaptured_error,

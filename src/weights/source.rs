@@ -18,12 +18,14 @@ pub trait RangeReader {
     /// Fills `buf` with the next `buf.len()` bytes of the range.
     fn read<'a>(&'a mut self, buf: &'a mut [u8]) -> LocalFuture<'a, Result<()>>;
 
-    /// Writes the next `len` bytes to `buffer` at `buffer_offset` without passing them through
-    /// a Rust buffer, where the reader can (the browser's `Blob`); `Ok(false)` when it cannot,
+    /// Writes the next `len` bytes to `buffer` at `buffer_offset`, in chunks of `chunk_bytes`
+    /// (a multiple of 4), without passing them through a Rust buffer, where the reader can (the
+    /// browser's `Blob`: read and `GPUQueue.writeBuffer` in JS); `Ok(false)` when it cannot,
     /// consuming nothing, and the caller [`read`](Self::read)s them instead.
     fn write_next<'a>(
         &'a mut self,
         _len: usize,
+        _chunk_bytes: usize,
         _queue: &'a wgpu::Queue,
         _buffer: &'a wgpu::Buffer,
         _buffer_offset: u64,
@@ -147,14 +149,16 @@ impl Source for BytesSource {
 }
 
 /// A browser `Blob` (a `File`, or what `FileSystemFileHandle.getFile()` resolves to). Header
-/// reads use `blob.slice(a, b).arrayBuffer()`; tensor data is read through [`Source::reader`]:
-/// `blob.slice(a, b).stream()` (a BYOB reader where the browser has one) coalesced into one
-/// reused staging `ArrayBuffer` (`BlobRangeReader` in `js/webnn.js`), so streaming allocates
-/// nothing per chunk.
+/// reads use `blob.slice(a, b).arrayBuffer()`; tensor data is read through [`Source::reader`]
+/// (`BlobRangeReader` in `js/webnn.js`) into one reused staging `ArrayBuffer`, so streaming
+/// allocates nothing per chunk: through a sync access handle of `file_handle` (the
+/// `FileSystemFileHandle` the blob came from, `undefined` if none) in a dedicated Worker, else
+/// through `blob.slice(a, b).stream()` with a BYOB reader.
 #[cfg(target_arch = "wasm32")]
 pub struct BlobSource {
     name: String,
     blob: web_sys::Blob,
+    file_handle: wasm_bindgen::JsValue,
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -164,6 +168,7 @@ extern "C" {
     #[wasm_bindgen(constructor, catch)]
     fn new(
         blob: &web_sys::Blob,
+        file_handle: &wasm_bindgen::JsValue,
         offset: f64,
         length: f64,
         staging_bytes: u32,
@@ -172,7 +177,19 @@ extern "C" {
     /// (shorter at the end of the blob).
     #[wasm_bindgen(method, catch)]
     async fn next(this: &BlobRangeReader, n: u32) -> std::result::Result<wasm_bindgen::JsValue, wasm_bindgen::JsValue>;
-    /// Cancels the stream and returns the staging buffer to the pool.
+    /// Reads the next `length` bytes and writes them to `buffer` at `buffer_offset` in chunks of
+    /// `chunk_bytes`, all in JS; resolves to the last 0-3 bytes of an odd length, not written.
+    #[wasm_bindgen(method, catch, js_name = writeTo)]
+    async fn write_to(
+        this: &BlobRangeReader,
+        queue: &wgpu::webgpu::GpuQueue,
+        buffer: &wgpu::webgpu::GpuBuffer,
+        buffer_offset: f64,
+        length: f64,
+        chunk_bytes: f64,
+    ) -> std::result::Result<wasm_bindgen::JsValue, wasm_bindgen::JsValue>;
+    /// Closes the sync access handle, cancels the stream (or, at the end of the range, parks it
+    /// for the next tensor) and returns the staging buffer to the pool.
     #[wasm_bindgen(method)]
     fn close(this: &BlobRangeReader);
 }
@@ -184,8 +201,8 @@ fn js_message(e: &wasm_bindgen::JsValue) -> String {
 
 #[cfg(target_arch = "wasm32")]
 impl BlobSource {
-    pub fn new(name: impl Into<String>, blob: web_sys::Blob) -> BlobSource {
-        BlobSource { name: name.into(), blob }
+    pub fn new(name: impl Into<String>, blob: web_sys::Blob, file_handle: wasm_bindgen::JsValue) -> BlobSource {
+        BlobSource { name: name.into(), blob, file_handle }
     }
 }
 
@@ -238,23 +255,29 @@ struct BlobReader<'s> {
 
 #[cfg(target_arch = "wasm32")]
 impl BlobReader<'_> {
+    /// The JS reader, opened on first use with a staging buffer of `request` bytes (at most the range).
+    fn js(&mut self, request: u32) -> Result<&BlobRangeReader> {
+        if self.js.is_none() {
+            let staging = u32::try_from(self.len).unwrap_or(u32::MAX).min(request.max(1));
+            let source = &self.source;
+            let js = BlobRangeReader::new(&source.blob, &source.file_handle, self.offset as f64, self.len as f64, staging)
+                .map_err(|e| Error::Data(format!("{}: cannot read the file: {}", source.name, js_message(&e))))?;
+            self.js = Some(js);
+        }
+        self.js.as_ref().ok_or_else(|| Error::Data(format!("{}: the reader is closed", self.source.name)))
+    }
+
     /// The next `n` bytes, as a view of the staging buffer.
     async fn next(&mut self, n: usize) -> Result<js_sys::Uint8Array> {
         use wasm_bindgen::JsCast;
-        let (name, position) = (&self.source.name, self.position);
+        let (name, position) = (self.source.name.clone(), self.position);
         let fail = |e: wasm_bindgen::JsValue| {
             Error::Data(format!("{name}: reading {n} bytes at offset {position} failed: {}", js_message(&e)))
         };
         let request = u32::try_from(n).map_err(|_| Error::Data(format!("{name}: a read of {n} bytes is too large")))?;
-        if self.js.is_none() {
-            let staging = u32::try_from(self.len).unwrap_or(u32::MAX).min(request.max(1));
-            let js = BlobRangeReader::new(&self.source.blob, self.offset as f64, self.len as f64, staging).map_err(fail)?;
-            self.js = Some(js);
-        }
-        let Some(js) = &self.js else { return Err(Error::Data(format!("{name}: the reader is closed"))) };
-        let view: js_sys::Uint8Array = js.next(request).await.map_err(fail)?.dyn_into().map_err(fail)?;
+        let view: js_sys::Uint8Array = self.js(request)?.next(request).await.map_err(fail)?.dyn_into().map_err(fail)?;
         if view.length() as usize != n {
-            return Err(short_read(name, n, position, view.length() as usize));
+            return Err(short_read(&name, n, position, view.length() as usize));
         }
         self.position += n as u64;
         Ok(view)
@@ -282,27 +305,31 @@ impl RangeReader for BlobReader<'_> {
     fn write_next<'a>(
         &'a mut self,
         len: usize,
+        chunk_bytes: usize,
         queue: &'a wgpu::Queue,
         buffer: &'a wgpu::Buffer,
         buffer_offset: u64,
     ) -> LocalFuture<'a, Result<bool>> {
         Box::pin(async move {
+            use wasm_bindgen::JsCast;
             let (Some(q), Some(b)) = (queue.as_webgpu(), buffer.as_webgpu()) else { return Ok(false) };
-            let bytes = self.next(len).await?;
-            // writeBuffer copies the bytes before it returns, so the staging buffer is free again;
-            // it takes whole words, and a last partial word is padded through wasm memory.
-            let aligned = len / 4 * 4;
-            let name = &self.source.name;
+            let (name, position) = (self.source.name.clone(), self.position);
             let fail = |e: wasm_bindgen::JsValue| {
-                Error::Data(format!("{name}: writing {len} bytes to the GPU failed: {}", js_message(&e)))
+                Error::Data(format!(
+                    "{name}: streaming {len} bytes at offset {position} to the GPU failed: {}",
+                    js_message(&e)
+                ))
             };
-            if aligned > 0 {
-                q.write_buffer_with_f64_and_buffer_source_and_u32_and_u32(b, buffer_offset as f64, &bytes, 0, aligned as u32)
-                    .map_err(fail)?;
-            }
-            if aligned < len {
-                let tail = bytes.subarray(aligned as u32, len as u32).to_vec();
-                crate::memory::host::write_padded(queue, buffer, buffer_offset + aligned as u64, &tail);
+            let request = u32::try_from(chunk_bytes.min(len))
+                .map_err(|_| Error::Data(format!("{name}: a read of {chunk_bytes} bytes is too large")))?;
+            let js = self.js(request)?;
+            let tail = js.write_to(q, b, buffer_offset as f64, len as f64, chunk_bytes as f64).await.map_err(fail)?;
+            let tail: js_sys::Uint8Array = tail.dyn_into().map_err(fail)?;
+            self.position += len as u64;
+            if tail.length() > 0 {
+                // writeBuffer takes whole words: the last partial word is padded through wasm memory.
+                let at = buffer_offset + (len - tail.length() as usize) as u64;
+                crate::memory::host::write_padded(queue, buffer, at, &tail.to_vec());
             }
             Ok(true)
         })

@@ -1,11 +1,15 @@
 //! Streaming a tensor from its file to a GPU buffer: the bytes are read in chunks of whole
 //! elements (whole blocks for quantized types), each chunk is converted to the WebNN type and
 //! written with `queue.write_buffer` at its offset. Two reusable host buffers (the chunk read
-//! and its conversion) are all the host memory the loader holds, and after every few chunks the
-//! loader waits for the queue so the driver's staging copies stay bounded too. In the browser,
-//! chunks that need no conversion go from the `Blob`'s `ArrayBuffer` straight to
-//! `GPUQueue.writeBuffer`, never through wasm memory.
+//! and its conversion) are all the host memory the loader holds, and a context-wide fence
+//! ([`WriteFence`]) bounds the writes in flight so the driver's staging copies stay bounded
+//! too. In the browser, tensors that need no conversion never pass through wasm memory: each group of
+//! `max_chunks_in_flight` chunks is read into a reused JS staging buffer and handed to
+//! `GPUQueue.writeBuffer` chunk by chunk in JS (`BlobRangeReader.writeTo`), which is the best
+//! plain-JavaScript file-to-GPU path, with one call into JS and one fence per group.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -34,13 +38,14 @@ pub struct LoadOptions {
     /// Bytes of the larger of a chunk as read and as converted (rounded down to whole elements
     /// or blocks); the loader's host buffers hold at most twice this.
     pub chunk_bytes: u64,
-    /// Chunks written to the queue before waiting for them to reach the GPU.
+    /// Chunks written to the queue between marks of the context's write fence (a group: at
+    /// most four groups are in flight while reading goes on, see [`WriteFence`]).
     pub max_chunks_in_flight: u32,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { float_type: None, chunk_bytes: 4 << 20, max_chunks_in_flight: 4 }
+        LoadOptions { float_type: None, chunk_bytes: 8 << 20, max_chunks_in_flight: 4 }
     }
 }
 
@@ -240,17 +245,23 @@ pub async fn stream_tensor<S: Source>(
     let mut read: Vec<u8> = Vec::new();
     let mut converted: Vec<u8> = Vec::new();
     let mut stats = StreamStats::default();
-    let mut fence = WriteFence::default();
+    let fence = &context.inner.write_fence;
     let mut position = info.offset;
-    let mut in_flight = 0u32;
+    let group = u64::from(options.max_chunks_in_flight.max(1));
+    let mut direct = verbatim;
+    let mut in_flight = 0u64;
     while position < end {
-        let n = (end - position).min(chunk_bytes) as usize;
         let first_element = (position - info.offset) / block_bytes * block_elements;
         let offset = first_element * out_size;
-        let direct = verbatim && reader.write_next(n, context.queue(), buffer, offset).await.map_err(in_tensor)?;
-        let written = if direct {
-            n as u64
+        // A whole group of chunks at a time where the reader writes them itself (the browser:
+        // read and writeBuffer in JS, never through wasm memory); one chunk at a time otherwise.
+        let n = if direct { (end - position).min(chunk_bytes * group) } else { (end - position).min(chunk_bytes) };
+        direct = direct
+            && reader.write_next(n as usize, chunk_bytes as usize, context.queue(), buffer, offset).await.map_err(in_tensor)?;
+        let (n, written, chunks) = if direct {
+            (n, n, n.div_ceil(chunk_bytes))
         } else {
+            let n = n.min(chunk_bytes) as usize;
             if read.len() < n {
                 read = vec![0u8; n];
                 converted.reserve((n as u64 / block_bytes * block_elements * out_size) as usize);
@@ -262,37 +273,45 @@ pub async fn stream_tensor<S: Source>(
                 return Err(lost());
             }
             write_padded(context.queue(), buffer, offset, &converted);
-            converted.len() as u64
+            (n as u64, converted.len() as u64, 1)
         };
         if context.is_lost() {
             return Err(lost());
         }
-        stats.chunks += 1;
-        stats.bytes_read += n as u64;
+        stats.chunks += chunks;
+        stats.bytes_read += n;
         stats.bytes_written += written;
         stats.peak_host_bytes = stats.peak_host_bytes.max((read.capacity() + converted.capacity()) as u64);
-        position += n as u64;
-        in_flight += 1;
-        if in_flight >= options.max_chunks_in_flight.max(1) {
+        position += n;
+        in_flight += chunks;
+        if in_flight >= group {
             fence.mark(context).await;
             in_flight = 0;
         }
         progress(position - info.offset, total);
     }
-    // The last group stays in flight: queue order puts it before any later use, and the GPU
-    // works through it while the next tensor is read.
-    fence.mark(context).await;
+    // The last groups stay in flight: queue order puts them before any later use, and the GPU
+    // works through them while the next tensor is read.
+    if in_flight > 0 {
+        fence.mark(context).await;
+    }
     Ok(stats)
 }
 
 /// Bounds the chunk writes queued but not yet on the GPU (their staging copies belong to the
-/// driver or the browser): each mark waits for the writes before the previous mark, so at
-/// most two groups of `max_chunks_in_flight` chunks are in flight while reading goes on, and
-/// one when the stream returns.
+/// driver or the browser), for the whole context: a mark follows every group of
+/// `max_chunks_in_flight` chunks and waits for the writes before the mark `FENCE_DEPTH` marks
+/// earlier, so at most `FENCE_DEPTH + 1` groups are in flight while reading goes on. Shared by
+/// consecutive tensors (and concurrent streams), no tensor waits for its own last writes: a
+/// wait per tensor costs a GPU round trip that, on a loaded machine, took as long as reading
+/// the tensor.
 #[derive(Default)]
-struct WriteFence {
-    previous: Option<Marker>,
+pub(crate) struct WriteFence {
+    marks: RefCell<VecDeque<Marker>>,
 }
+
+/// Marks not yet waited for: with groups of four 8 MiB chunks, at most 128 MiB in flight.
+const FENCE_DEPTH: usize = 3;
 
 #[cfg(not(target_arch = "wasm32"))]
 type Marker = wgpu::SubmissionIndex;
@@ -301,10 +320,19 @@ type Marker = wgpu::SubmissionIndex;
 type Marker = wasm_bindgen_futures::JsFuture;
 
 impl WriteFence {
-    async fn mark(&mut self, context: &Context) {
-        let next = marker(context);
-        if let Some(previous) = std::mem::replace(&mut self.previous, next) {
-            wait(context, previous).await;
+    async fn mark(&self, context: &Context) {
+        // The borrow ends before the await: concurrent streams share the queue.
+        let oldest = {
+            let mut marks = self.marks.borrow_mut();
+            marks.extend(marker(context));
+            if marks.len() > FENCE_DEPTH {
+                marks.pop_front()
+            } else {
+                None
+            }
+        };
+        if let Some(oldest) = oldest {
+            wait(context, oldest).await;
         }
     }
 }

@@ -1,13 +1,21 @@
 // Weight streaming benchmark in headless Chromium (WebGPU on SwiftShader). Writes safetensors
 // files (SIZES_MIB="256 1024", tensors of 64 MiB) to OPFS, then moves every tensor of the file
-// to GPU buffers along each path below, REPEATS times interleaved (the best time counts):
+// to GPU buffers along each path below, REPEATS times interleaved (path after path, then again;
+// the median time counts, the machine being shared and noisy; so does the median over
+// repetitions of each repetition's ratio, which compares runs made under the same load):
 //   ours      openWeights(handle) + constantTensor() per tensor (the extension)
 //   slices    plain JS: blob.slice() of 8 MiB chunks, .arrayBuffer(), GPUQueue.writeBuffer
 //   stream    plain JS: blob.stream() chunks coalesced into one reused 8 MiB buffer, writeBuffer
 //   byob      plain JS: blob.stream() with a BYOB reader filling one reused 8 MiB buffer
 //   standard  standard WebNN only: blob.arrayBuffer() of the whole file, builder.constant(desc,
 //             view) per tensor, build() of a graph reducing each constant
-// Every path ends with a GPU round trip, so the time covers the bytes reaching the GPU. Memory:
+//   ours-worker  `ours` in a dedicated Worker (tensors read through sync access handles)
+//   sync-worker  plain JS in a dedicated Worker: createSyncAccessHandle(), read(view, {at}) of
+//             8 MiB into one reused buffer, writeBuffer, a wait every 4 chunks (see
+//             bench_weights_worker.js)
+// Every path creates its GPU buffers (or constants) and ends with a GPU round trip inside the
+// timed span, so the time covers allocation and the bytes reaching the GPU; `ours` keeps one
+// MLContext across runs as the plain paths keep one GPUDevice. Memory (Window paths only):
 // the peak growth over a garbage-collected start of performance.memory.usedJSHeapSize (exact
 // under --enable-precise-memory-info), of the wasm memory, and of CDP Runtime.getHeapUsage's
 // usedSize + backingStorageSize (ArrayBuffer backing stores), sampled from Node every few ms.
@@ -15,12 +23,15 @@
 import { start, openPage } from './browser.mjs';
 
 const sizes = (process.env.SIZES_MIB || '256 1024').split(/\s+/).filter(Boolean).map(Number);
-const REPEATS = Number(process.env.REPEATS || 2);
+const REPEATS = Number(process.env.REPEATS || 5);
 const TENSOR_MIB = 64;
-const PATHS = (process.env.PATHS || 'slices stream byob ours standard').split(' ');
+const PATHS = (process.env.PATHS || 'slices stream byob ours sync-worker ours-worker standard').split(' ');
 const { browser, url, close } = await start(undefined, ['--enable-precise-memory-info', '--js-flags=--expose-gc']);
 const results = [];
+const ratios = {};
 let failed = false;
+const median = (sorted) => (sorted.length % 2 ? sorted[(sorted.length - 1) / 2]
+  : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2);
 try {
   const page = await openPage(browser, `${url}/tests/browser/harness.html`, 'bench');
   await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
@@ -56,6 +67,21 @@ try {
     };
     const CHUNK = 8 << 20;
     let device;
+    let context;
+    // The worker paths: a module Worker per run answering {path, file} with {ms} or {error},
+    // terminated after it so that its GPU device goes with it (SwiftShader's GPU process
+    // does not survive several devices holding 1 GiB each next to the standard path's 2 GiB).
+    const inWorker = async (path, file) => {
+      const worker = new Worker('/tests/browser/bench_weights_worker.js', { type: 'module' });
+      const reply = await new Promise((resolve) => {
+        worker.onmessage = (e) => resolve(e.data);
+        worker.onerror = (e) => resolve({ error: e.message });
+        worker.postMessage({ path, file });
+      });
+      worker.terminate();
+      if (reply.error) throw new Error(reply.error);
+      return { ms: reply.ms, heapGrowth: NaN, wasmGrowth: NaN };
+    };
     const gpu = async () => {
       if (!device) {
         const adapter = await navigator.gpu.requestAdapter();
@@ -69,15 +95,18 @@ try {
     const plain = async (file, fill) => {
       const d = await gpu();
       const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
-      const buffers = Array.from({ length: file.count }, () => d.createBuffer({ size: file.tensorBytes, usage }));
       const blob = await (await fileHandle(file.name)).getFile();
       const m = meter();
       const t0 = performance.now();
+      const buffers = Array.from({ length: file.count }, () => d.createBuffer({ size: file.tensorBytes, usage }));
       await fill(d, blob, buffers, m);
       await d.queue.onSubmittedWorkDone();
       const ms = performance.now() - t0;
       buffers.forEach((b) => b.destroy());
-      return { ms, ...m.done() };
+      const mem = m.done();
+      // Lets the device release the destroyed buffers' memory before the next path runs.
+      await d.queue.onSubmittedWorkDone();
+      return { ms, ...mem };
     };
     // Writes the stream of the data section to the tensors through one reused buffer.
     const fromStream = async (d, file, buffers, staging, next) => {
@@ -92,6 +121,12 @@ try {
       if (at !== file.count * file.tensorBytes) throw new Error(`streamed ${at} bytes`);
     };
     window.bench = {
+      // After a lost device (SwiftShader's GPU process sometimes dies after several GiB of
+      // buffers come and go), the next run starts a new device and context.
+      reset() {
+        device = undefined;
+        context = undefined;
+      },
       async write(name, mib, tensorMib) {
         const count = mib / tensorMib;
         const tensorBytes = tensorMib << 20;
@@ -120,20 +155,26 @@ try {
       },
       async ours(file) {
         const handle = await fileHandle(file.name);
-        const context = await navigator.ml.createContext();
+        context ??= await navigator.ml.createContext();
         const m = meter();
+        const streamedBefore = context.memoryInfo().bytesStreamedFromDisk;
+        // Created before the clock starts: reading it back is the one GPU round trip at the end,
+        // as onSubmittedWorkDone() is for the plain paths.
+        const probe = await context.createTensor({ dataType: 'float32', shape: [1], readable: true });
         const t0 = performance.now();
         const weights = await context.openWeights(handle, { onProgress: m.sample });
         const tensors = [];
         for (const t of weights.tensors) tensors.push(await weights.constantTensor(t.name));
-        const probe = await context.createTensor({ dataType: 'float32', shape: [1], readable: true });
         await context.readTensor(probe);
         const ms = performance.now() - t0;
         const streamed = context.memoryInfo().bytesStreamedFromDisk;
         tensors.forEach((t) => t.destroy());
-        context.destroy();
-        if (streamed !== file.count * file.tensorBytes) throw new Error(`streamed ${streamed} bytes`);
-        return { ms, ...m.done() };
+        const mem = m.done();
+        // A GPU round trip lets the device release the destroyed buffers' memory.
+        await context.readTensor(probe);
+        probe.destroy();
+        if (streamed - streamedBefore !== file.count * file.tensorBytes) throw new Error(`streamed ${streamed} bytes`);
+        return { ms, ...mem };
       },
       slices: (file) => plain(file, async (d, blob, buffers, m) => {
         for (let t = 0; t < file.count; t++) {
@@ -180,6 +221,8 @@ try {
           return filled;
         });
       }),
+      'ours-worker': (file) => inWorker('ours', file),
+      'sync-worker': (file) => inWorker('sync', file),
       async standard(file) {
         const handle = await fileHandle(file.name);
         const context = await navigator.ml.createContext();
@@ -220,7 +263,7 @@ try {
     })();
     try {
       const r = await page.evaluate(({ path, file }) => window.bench[path](file), { path, file });
-      return { ...r, cdpGrowth: peak - before };
+      return { ...r, cdpGrowth: path.endsWith('-worker') ? NaN : peak - before };
     } finally {
       running = false;
       await sampler;
@@ -231,12 +274,19 @@ try {
     const file = await page.evaluate(({ mib, tensorMib }) => window.bench.write(`bench-${mib}.safetensors`, mib, tensorMib),
       { mib, tensorMib: TENSOR_MIB });
     const runs = Object.fromEntries(PATHS.map((p) => [p, []]));
+    ratios[mib] = { plain: [], worker: [] };
     for (let r = 0; r < REPEATS; r++) {
       for (const path of PATHS) {
         const run = await measure(path, file).catch((e) => ({ error: e.message.split('\n')[0] }));
+        if (run.error) await page.evaluate(() => window.bench.reset());
         console.error(JSON.stringify({ mib, path, ...run }));
         runs[path].push(run);
       }
+      // This repetition's best plain Window path over ours, and sync-worker over ours-worker.
+      const ms = (p) => (runs[p]?.[r] && !runs[p][r].error ? runs[p][r].ms : NaN);
+      const plain = Math.min(...['slices', 'stream', 'byob'].map(ms).filter((t) => !Number.isNaN(t)));
+      ratios[mib].plain.push(plain / ms('ours'));
+      ratios[mib].worker.push(ms('sync-worker') / ms('ours-worker'));
     }
     await page.evaluate((name) => window.bench.remove(name), file.name);
     for (const path of PATHS) {
@@ -247,8 +297,9 @@ try {
         continue;
       }
       const max = (k) => Math.max(...ok.map((r) => r[k]));
+      const times = ok.map((r) => r.ms).sort((a, b) => a - b);
       results.push({
-        mib, path, count: file.count, ms: Math.min(...ok.map((r) => r.ms)),
+        mib, path, count: file.count, ms: median(times), times,
         heapGrowth: max('heapGrowth'), wasmGrowth: max('wasmGrowth'), cdpGrowth: max('cdpGrowth'),
       });
     }
@@ -256,21 +307,34 @@ try {
 } finally {
   await close();
 }
-const mb = (b) => (b / 2 ** 20).toFixed(1);
+const mb = (b) => (Number.isNaN(b) ? 'n/a' : `${(b / 2 ** 20).toFixed(1)} MiB`);
 const gbs = (r) => (r.mib * 2 ** 20 / 1e9 / (r.ms / 1000)).toFixed(2);
-console.log(`| file | path | best of ${REPEATS} | GB/s | peak growth: JS heap (performance.memory) | wasm memory | JS heap + ArrayBuffers (CDP) |`);
-console.log('| --- | --- | --- | --- | --- | --- | --- |');
+console.log(`| file | path | median of ${REPEATS} | GB/s | all runs (ms, sorted) | peak growth: JS heap (performance.memory) | wasm memory | JS heap + ArrayBuffers (CDP) |`);
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const r of results) {
   const file = `${r.mib} MiB (${r.count} × ${TENSOR_MIB} MiB)`;
   if (r.error) {
-    console.log(`| ${file} | ${r.path} | failed: ${r.error} | | | | |`);
+    console.log(`| ${file} | ${r.path} | failed: ${r.error} | | | | | |`);
     continue;
   }
-  console.log(`| ${file} | ${r.path} | ${r.ms.toFixed(0)} ms | ${gbs(r)} | ${mb(r.heapGrowth)} MiB | ${mb(r.wasmGrowth)} MiB | ${mb(r.cdpGrowth)} MiB |`);
+  const all = r.times.map((t) => t.toFixed(0)).join(' ');
+  console.log(`| ${file} | ${r.path} | ${r.ms.toFixed(0)} ms | ${gbs(r)} | ${all} | ${mb(r.heapGrowth)} | ${mb(r.wasmGrowth)} | ${mb(r.cdpGrowth)} |`);
 }
+const medianOf = (values) => {
+  const ok = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+  return ok.length ? median(ok) : NaN;
+};
 for (const mib of sizes) {
   const of = (p) => results.find((r) => r.mib === mib && r.path === p && !r.error);
   const best = ['slices', 'stream', 'byob'].map(of).filter(Boolean).sort((a, b) => a.ms - b.ms)[0];
-  if (of('ours') && best) console.log(`\n${mib} MiB: ours at ${(best.ms / of('ours').ms).toFixed(2)}× the best plain path (${best.path}).`);
+  const pair = (k) => ratios[mib][k].map((v) => v.toFixed(2)).join(' ');
+  if (of('ours') && best) {
+    console.log(`\n${mib} MiB: ours at ${(best.ms / of('ours').ms).toFixed(2)}× the best plain Window path (${best.path}), `
+      + `medians; median of per-repetition ratios (best plain / ours) ${medianOf(ratios[mib].plain).toFixed(2)} (${pair('plain')}).`);
+  }
+  if (of('ours-worker') && of('sync-worker')) {
+    console.log(`${mib} MiB: ours-worker at ${(of('sync-worker').ms / of('ours-worker').ms).toFixed(2)}× sync-worker, `
+      + `medians; median of per-repetition ratios ${medianOf(ratios[mib].worker).toFixed(2)} (${pair('worker')}).`);
+  }
 }
 process.exit(failed ? 1 : 0);

@@ -3,7 +3,8 @@
 // whose results are checked exactly; a corrupt file rejects with a DataError naming the file and
 // the page keeps working; swapOut({to: 'disk'}) then dispatch gives identical results.
 // constantTensor(name, {wait: false}) lets a graph build while the bytes stream (the first
-// dispatch waits), and a dedicated Worker loads from OPFS the same way.
+// dispatch waits), and a dedicated Worker loads from OPFS the same way, through sync access
+// handles that it closes afterwards, streaming instead when another sync handle locks the file.
 import { start, openPage } from './browser.mjs';
 
 const { browser, url, close } = await start();
@@ -140,6 +141,7 @@ try {
     // A dedicated Worker: OPFS handle, openWeights, a graph, exact values.
     const source = `
       import { install, init } from '${location.origin}/pkg/index.js';
+      import { readerStats } from '${location.origin}/pkg/webnn.js';
       install({ force: true });
       await init();
       const root = await navigator.storage.getDirectory();
@@ -156,7 +158,27 @@ try {
       const yt = await context.createTensor({ ...desc, readable: true });
       context.writeTensor(xt, new Float32Array(1000).map((_, i) => i / 8));
       context.dispatch(graph, { x: xt }, { y: yt });
-      postMessage({ y: new Float32Array(await context.readTensor(yt)), global: self.constructor.name });
+      const y = new Float32Array(await context.readTensor(yt));
+      const viaSync = readerStats.syncHandles;
+      // The loader closed its sync handles: the file can be locked again.
+      let released = true;
+      try { (await handle.createSyncAccessHandle()).close(); } catch { released = false; }
+      // A file locked by another sync handle is streamed instead.
+      const held = await handle.createSyncAccessHandle();
+      const streams = readerStats.streams;
+      let locked;
+      try {
+        const w2 = await file.constantTensor('w');
+        const b3 = new MLGraphBuilder(context);
+        const g2 = await b3.build({ y: b3.mul(b3.input('x', desc), b3.constant(w2)) });
+        context.dispatch(g2, { x: xt }, { y: yt });
+        locked = { y: new Float32Array(await context.readTensor(yt)), streamed: readerStats.streams - streams };
+      } catch (e) {
+        locked = { error: e.message };
+      } finally {
+        held.close();
+      }
+      postMessage({ y, viaSync, released, locked, global: self.constructor.name });
     `;
     const worker = new Worker(URL.createObjectURL(new Blob([source], { type: 'text/javascript' })), { type: 'module' });
     const reply = await new Promise((resolve) => {
@@ -169,6 +191,12 @@ try {
     const want = new Float32Array(1000).map((_, i) => Math.fround(xs[i] * w[i]) + bf[i]);
     check(reply.y && reply.y.every((v, i) => Object.is(v, Math.fround(want[i]))),
       'a dedicated Worker loads from OPFS and gets exact values', reply.error ?? reply.global);
+    check(reply.viaSync >= 2, 'the Worker read the tensors through sync access handles', `${reply.viaSync} handles`);
+    check(reply.released === true, 'the loader closed its sync access handles');
+    const wantW = new Float32Array(1000).map((_, i) => Math.fround(xs[i] * w[i]));
+    check(reply.locked?.y && reply.locked.streamed >= 1 && reply.locked.y.every((v, i) => Object.is(v, wantW[i])),
+      'a file locked by another sync access handle is streamed instead: exact values',
+      reply.locked?.error ?? `${reply.locked?.streamed} streams`);
     return out;
   });
   for (const r of results) {
