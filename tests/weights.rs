@@ -111,6 +111,21 @@ fn safetensors_types_stream_and_convert() {
 }
 
 #[test]
+fn every_float16_widens_to_float32_on_the_gpu_as_the_cpu_does() {
+    let ctx = context();
+    // Every bit pattern (zeros, subnormals, infinities, NaNs) and one more: an odd count.
+    let bits: Vec<u16> = (0..=u16::MAX).chain([0x3c00]).collect();
+    let want: Vec<u8> = bits.iter().flat_map(|&b| f16::from_bits(b).to_f32().to_bits().to_le_bytes()).collect();
+    let bytes = safetensors(&[("all", "F16", vec![bits.len() as u64], le(&bits, u16::to_le_bytes))]);
+    let (source, file) = open("all.safetensors", bytes);
+    let file = file.unwrap();
+    for options in [small_chunks(Some(DataType::Float32)), LoadOptions { float_type: Some(DataType::Float32), ..LoadOptions::default() }]
+    {
+        assert_eq!(load(&ctx, &source, &file, "all", &options).unwrap(), want, "chunk_bytes {}", options.chunk_bytes);
+    }
+}
+
+#[test]
 fn int64_that_int32_cannot_hold_is_a_type_error_naming_the_element() {
     let ctx = context();
     let values = [1i64, 2, 1 << 40];

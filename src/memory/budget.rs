@@ -4,7 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use crate::memory::IntermediatePool;
+use crate::memory::{EvictionPriority, IntermediatePool};
 
 /// `MLContext.memoryInfo()`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,6 +39,7 @@ pub trait Evictable {
     fn id(&self) -> u64;
     fn is_resident(&self) -> bool;
     fn last_used(&self) -> u64;
+    fn priority(&self) -> EvictionPriority;
     /// Releases the graph's GPU memory (to the host tier).
     fn evict(&self);
     /// Intermediate slot sizes the graph needs while resident.
@@ -58,7 +59,8 @@ impl MemoryState {
         graphs.push(graph);
     }
 
-    /// The resident graphs other than `except`, least recently used first.
+    /// The resident graphs other than `except` in eviction order: lowest priority first, least
+    /// recently used first within a priority.
     pub fn eviction_order(&self, except: u64) -> Vec<Rc<dyn Evictable>> {
         let mut live: Vec<Rc<dyn Evictable>> = self
             .graphs
@@ -67,7 +69,7 @@ impl MemoryState {
             .filter_map(|g| g.upgrade())
             .filter(|g| g.id() != except && g.is_resident())
             .collect();
-        live.sort_by_key(|g| g.last_used());
+        live.sort_by_key(|g| (g.priority(), g.last_used()));
         live
     }
 

@@ -52,6 +52,8 @@ pub(crate) struct ContextInner {
     pub registry: Rc<BufferRegistry>,
     pub pipelines: PipelineCache,
     pub memory: MemoryState,
+    /// The weight loader's staging buffer for float16 bytes widened on the GPU (reused).
+    pub widen_staging: RefCell<Option<Rc<DeviceBuffer>>>,
     lost: Signal,
     deferred: Deferred,
     last_uncaptured_error: Arc<Mutex<Option<String>>>,
@@ -156,6 +158,7 @@ impl Context {
                 registry: Rc::new(BufferRegistry::default()),
                 pipelines: PipelineCache::default(),
                 memory,
+                widen_staging: RefCell::new(None),
                 lost,
                 deferred: Deferred::default(),
                 last_uncaptured_error,

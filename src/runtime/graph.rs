@@ -13,7 +13,7 @@ use std::rc::Rc;
 use crate::error::{Error, Result};
 use crate::graph::{ConstantValue, GraphDescription, OperandDescriptor, OperandSource};
 use crate::memory::budget::Evictable;
-use crate::memory::{Residency, SharedConstant};
+use crate::memory::{EvictionPriority, Residency, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::ops::{self, BufRef, LowerContext, Lowering};
 use crate::runtime::buffer::DeviceBuffer;
@@ -56,6 +56,7 @@ struct GraphInner {
     /// Bumped at every swap-in: constant buffers are new, bind groups must be rebuilt.
     epoch: Cell<u64>,
     last_used: Cell<u64>,
+    priority: Cell<EvictionPriority>,
     destroyed: Cell<bool>,
 }
 
@@ -301,6 +302,7 @@ impl Graph {
                 residency: Cell::new(Residency::Host),
                 epoch: Cell::new(0),
                 last_used: Cell::new(0),
+                priority: Cell::new(EvictionPriority::Normal),
                 destroyed: Cell::new(false),
             }),
         };
@@ -354,6 +356,16 @@ impl Graph {
     /// `residency`.
     pub fn residency(&self) -> Residency {
         self.inner.residency.get()
+    }
+
+    /// `evictionPriority`.
+    pub fn eviction_priority(&self) -> EvictionPriority {
+        self.inner.priority.get()
+    }
+
+    /// Sets `evictionPriority`; it orders later evictions (nothing is evicted or loaded now).
+    pub fn set_eviction_priority(&self, priority: EvictionPriority) {
+        self.inner.priority.set(priority);
     }
 
     /// Makes the graph resident, evicting others under the budget: allocates and uploads host
@@ -477,6 +489,10 @@ impl Evictable for GraphInner {
 
     fn last_used(&self) -> u64 {
         self.last_used.get()
+    }
+
+    fn priority(&self) -> EvictionPriority {
+        self.priority.get()
     }
 
     /// To `"disk"` when every constant can be streamed again from its file (they hold no host

@@ -236,6 +236,10 @@ pub async fn stream_tensor<S: Source>(
         StoredType::F32 | StoredType::F16 | StoredType::I32 | StoredType::U32 | StoredType::I8 | StoredType::U8
     ) && stored.webnn_type(target) == target;
 
+    // float16 widened to float32 on the GPU: the file's bytes go up as they are (half the
+    // upload, no pass over them on the CPU) and a kernel writes the float32 bits.
+    let widen = stored == StoredType::F16 && target == DataType::Float32;
+
     let mut reader = source.reader(info.offset, total);
     let mut read: Vec<u8> = Vec::new();
     let mut converted: Vec<u8> = Vec::new();
@@ -248,7 +252,9 @@ pub async fn stream_tensor<S: Source>(
         let first_element = (position - info.offset) / block_bytes * block_elements;
         let offset = first_element * out_size;
         let direct = verbatim && reader.write_next(n, context.queue(), buffer, offset).await.map_err(in_tensor)?;
-        let written = if direct {
+        let written = if widen {
+            widen_on_gpu(context, &mut *reader, n, buffer, first_element, &mut read).await.map_err(in_tensor)?
+        } else if direct {
             n as u64
         } else {
             if read.len() < n {
@@ -283,6 +289,97 @@ pub async fn stream_tensor<S: Source>(
     // works through it while the next tensor is read.
     fence.mark(context).await;
     Ok(stats)
+}
+
+/// Widens float16 to float32 exactly (signed zeros, subnormals, infinities; NaNs keep their
+/// payload and come out quiet, as the CPU's conversion makes them): the
+/// staging buffer holds `[first output word, element count]` and then the float16 elements.
+const WIDEN_F16: &str = "@group(0) @binding(0) var<storage, read> staged: array<u32>;
+@group(0) @binding(1) var<storage, read_write> widened: array<u32>;
+
+fn widen(h: u32) -> u32 {
+    let sign = (h & 0x8000u) << 16u;
+    let exponent = (h >> 10u) & 0x1fu;
+    let mantissa = h & 0x3ffu;
+    if (exponent == 0x1fu && mantissa != 0u) { return sign | 0x7fc00000u | (mantissa << 13u); }
+    if (exponent == 0x1fu) { return sign | 0x7f800000u; }
+    if (exponent != 0u) { return sign | ((exponent + 112u) << 23u) | (mantissa << 13u); }
+    if (mantissa == 0u) { return sign; }
+    // A subnormal, mantissa * 2^-24, is a normal float32 with its leading bit made implicit.
+    let top = firstLeadingBit(mantissa);
+    return sign | ((top + 103u) << 23u) | ((mantissa << (23u - top)) & 0x7fffffu);
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let pair = id.x + id.y * groups.x * 256u;
+    let count = staged[1];
+    let i = 2u * pair;
+    if (i >= count) { return; }
+    let halves = staged[2u + pair];
+    widened[staged[0] + i] = widen(halves & 0xffffu);
+    if (i + 1u < count) { widened[staged[0] + i + 1u] = widen(halves >> 16u); }
+}
+";
+
+/// Streams `n` bytes of float16 elements from `reader` into the context's staging buffer and
+/// widens them on the GPU into `buffer` from element `first_element` on; returns the bytes
+/// written to `buffer`. `read` is the host buffer for sources that cannot write to the GPU.
+async fn widen_on_gpu(
+    context: &Context,
+    reader: &mut (dyn crate::weights::source::RangeReader + '_),
+    n: usize,
+    buffer: &wgpu::Buffer,
+    first_element: u64,
+    read: &mut Vec<u8>,
+) -> Result<u64> {
+    let count = n as u64 / 2;
+    let (first, count32) = match (u32::try_from(first_element), u32::try_from(count)) {
+        (Ok(f), Ok(c)) if f.checked_add(c).is_some() => (f, c),
+        _ => return Err(Error::Type(format!("{count} elements at {first_element} are too many to widen on the GPU"))),
+    };
+    let needed = 8 + (n as u64).div_ceil(4) * 4;
+    let staging = {
+        let mut cached = context.inner.widen_staging.borrow_mut();
+        if cached.as_ref().is_none_or(|b| b.size < needed) {
+            *cached = Some(Rc::new(context.create_buffer_unchecked(needed, "float16 staging")));
+        }
+        cached.clone().ok_or_else(|| Error::Operation("no staging buffer".into()))?
+    };
+    let queue = context.queue();
+    let mut header = [0u8; 8];
+    header[..4].copy_from_slice(&first.to_le_bytes());
+    header[4..].copy_from_slice(&count32.to_le_bytes());
+    queue.write_buffer(&staging.buffer, 0, &header);
+    if !reader.write_next(n, queue, &staging.buffer, 8).await? {
+        if read.len() < n {
+            read.resize(n, 0);
+        }
+        reader.read(&mut read[..n]).await?;
+        write_padded(queue, &staging.buffer, 8, &read[..n]);
+    }
+    let device = context.device();
+    let pipeline = context.inner.pipelines.get(device, WIDEN_F16, 1, 1).await?;
+    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("widen float16"),
+        layout: &pipeline.layout,
+        entries: &[
+            wgpu::BindGroupEntry { binding: 0, resource: staging.buffer.as_entire_binding() },
+            wgpu::BindGroupEntry { binding: 1, resource: buffer.as_entire_binding() },
+        ],
+    });
+    let groups = (count.div_ceil(2).div_ceil(256)).max(1);
+    let max = context.limits().max_compute_workgroups_per_dimension.max(1) as u64;
+    let (x, y) = (groups.min(max), groups.div_ceil(groups.min(max)));
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("widen float16") });
+    {
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("widen"), timestamp_writes: None });
+        pass.set_pipeline(&pipeline.pipeline);
+        pass.set_bind_group(0, &group, &[]);
+        pass.dispatch_workgroups(x as u32, y as u32, 1);
+    }
+    queue.submit([encoder.finish()]);
+    Ok(count * 4)
 }
 
 /// Bounds the chunk writes queued but not yet on the GPU (their staging copies belong to the
