@@ -15,6 +15,8 @@ use webnn_wgpu::Error;
 
 /// Reads a constant tensor's device buffer back (constants are not readable through the API).
 fn read_back(ctx: &Context, tensor: &Tensor) -> Vec<u8> {
+    // Work the loader left for the next submission (float16 widening) goes first.
+    block_on(ctx.flush()).expect("flush");
     let buffer = tensor.buffer().expect("resident");
     let staging = ctx.device().create_buffer(&wgpu::BufferDescriptor {
         label: Some("test readback"),

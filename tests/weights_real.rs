@@ -14,6 +14,8 @@ use webnn_wgpu::runtime::{Context, Tensor};
 use webnn_wgpu::weights::{FileSource, LoadOptions, WeightFile};
 
 fn read_back(ctx: &Context, tensor: &Tensor) -> Vec<u8> {
+    // Work the loader left for the next submission (float16 widening) goes first.
+    block_on(ctx.flush()).expect("flush");
     let buffer = tensor.buffer().expect("resident");
     let staging = ctx.device().create_buffer(&wgpu::BufferDescriptor {
         label: Some("test readback"),

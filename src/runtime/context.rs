@@ -52,12 +52,28 @@ pub(crate) struct ContextInner {
     pub registry: Rc<BufferRegistry>,
     pub pipelines: PipelineCache,
     pub memory: MemoryState,
-    /// The weight loader's staging buffer for float16 bytes widened on the GPU (reused).
-    pub widen_staging: RefCell<Option<Rc<DeviceBuffer>>>,
+    /// Compute passes the next submission records before its own work (see [`PendingPass`]).
+    pending_passes: RefCell<Vec<PendingPass>>,
+    /// The weight loader's bound on chunk writes not yet on the GPU: chunks written since the
+    /// last submission, and the marker of the previous group.
+    pub loader_chunks: Cell<u32>,
+    pub loader_fence: RefCell<Option<crate::weights::stream::Marker>>,
     lost: Signal,
     deferred: Deferred,
     last_uncaptured_error: Arc<Mutex<Option<String>>>,
     next_tensor_id: Cell<u64>,
+}
+
+/// A compute pass queued by the weight loader (float16 widened on the GPU from a staging
+/// buffer): the next submission, whichever it is (a dispatch, a read, the loader's own marker),
+/// records it first, so a swap-in adds no submission of its own.
+pub(crate) struct PendingPass {
+    pub pipeline: Rc<crate::runtime::pipeline::Pipeline>,
+    pub group: wgpu::BindGroup,
+    pub grid: [u32; 2],
+    /// Held (and counted in the device bytes) until the pass is recorded; the GPU keeps it
+    /// alive until the pass has run.
+    pub _staging: DeviceBuffer,
 }
 
 /// Queue work waiting behind a stream from a weight file, run in call order.
@@ -158,7 +174,9 @@ impl Context {
                 registry: Rc::new(BufferRegistry::default()),
                 pipelines: PipelineCache::default(),
                 memory,
-                widen_staging: RefCell::new(None),
+                pending_passes: RefCell::default(),
+                loader_chunks: Cell::new(0),
+                loader_fence: RefCell::new(None),
                 lost,
                 deferred: Deferred::default(),
                 last_uncaptured_error,
@@ -258,6 +276,40 @@ impl Context {
             victim.evict();
             memory.pool.trim(&memory.resident_slot_needs());
         }
+    }
+
+    /// Queues a pass for the next submission.
+    pub(crate) fn queue_pass(&self, pass: PendingPass) {
+        self.inner.pending_passes.borrow_mut().push(pass);
+    }
+
+    /// Records the pending passes into `encoder`, ahead of the caller's commands; every
+    /// submission goes through here. The caller drops what this returns (their staging
+    /// buffers) after submitting: a buffer destroyed before the submission would invalidate it.
+    #[must_use]
+    pub(crate) fn record_pending(&self, encoder: &mut wgpu::CommandEncoder) -> Vec<PendingPass> {
+        self.inner.loader_chunks.set(0);
+        let passes = std::mem::take(&mut *self.inner.pending_passes.borrow_mut());
+        if passes.is_empty() {
+            return passes;
+        }
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("pending"), timestamp_writes: None });
+        for p in &passes {
+            pass.set_pipeline(&p.pipeline.pipeline);
+            pass.set_bind_group(0, &p.group, &[]);
+            pass.dispatch_workgroups(p.grid[0], p.grid[1], 1);
+        }
+        drop(pass);
+        passes
+    }
+
+    /// Submits the pending passes (or nothing): a point in queue order to wait for.
+    pub(crate) fn submit_pending(&self) -> wgpu::SubmissionIndex {
+        let mut encoder = self.inner.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("pending") });
+        let recorded = self.record_pending(&mut encoder);
+        let index = self.inner.queue.submit([encoder.finish()]);
+        drop(recorded);
+        index
     }
 
     /// Whether queue work is waiting behind a stream (always `false` natively after a call).
@@ -544,8 +596,10 @@ impl Context {
             mapped_at_creation: false,
         });
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readTensor") });
+        let recorded = self.record_pending(&mut encoder);
         encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
         self.inner.queue.submit([encoder.finish()]);
+        drop(recorded);
         let (sender, mapped) = oneshot::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |result| sender.send(result));
         PendingRead { staging, mapped }

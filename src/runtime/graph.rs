@@ -638,6 +638,7 @@ impl Graph {
         }
         let Some(cache) = cache.as_ref() else { return Ok(()) };
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("dispatch") });
+        let recorded = context.record_pending(&mut encoder);
         let mut index = 0;
         while index < self.inner.steps.len() {
             if let Step::Copy { from, to, size } = &self.inner.steps[index] {
@@ -654,6 +655,7 @@ impl Graph {
             }
         }
         context.queue().submit([encoder.finish()]);
+        drop(recorded);
         Ok(())
     }
 }

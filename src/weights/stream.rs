@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
+use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen::JsCast;
 
@@ -20,6 +20,7 @@ use crate::graph::{DataType, OperandDescriptor};
 use crate::memory::host::write_padded;
 use crate::memory::{Restream, SharedConstant};
 use crate::ops::wgsl::buffer_size;
+use crate::runtime::context::PendingPass;
 use crate::runtime::{Context, Tensor, TensorDescriptor};
 use crate::weights::{Source, StoredType, TensorInfo, WeightFile};
 
@@ -244,9 +245,7 @@ pub async fn stream_tensor<S: Source>(
     let mut read: Vec<u8> = Vec::new();
     let mut converted: Vec<u8> = Vec::new();
     let mut stats = StreamStats::default();
-    let mut fence = WriteFence::default();
     let mut position = info.offset;
-    let mut in_flight = 0u32;
     while position < end {
         let n = (end - position).min(chunk_bytes) as usize;
         let first_element = (position - info.offset) / block_bytes * block_elements;
@@ -278,16 +277,15 @@ pub async fn stream_tensor<S: Source>(
         stats.bytes_written += written;
         stats.peak_host_bytes = stats.peak_host_bytes.max((read.capacity() + converted.capacity()) as u64);
         position += n as u64;
-        in_flight += 1;
-        if in_flight >= options.max_chunks_in_flight.max(1) {
-            fence.mark(context).await;
-            in_flight = 0;
+        let chunks = &context.inner.loader_chunks;
+        chunks.set(chunks.get() + 1);
+        if chunks.get() >= options.max_chunks_in_flight.max(1) {
+            mark(context).await;
         }
         progress(position - info.offset, total);
     }
-    // The last group stays in flight: queue order puts it before any later use, and the GPU
-    // works through it while the next tensor is read.
-    fence.mark(context).await;
+    // The last chunks wait for the next submission (or mark), which queue order puts before
+    // any use: a swap-in of a few small tensors adds no submission of its own.
     Ok(stats)
 }
 
@@ -322,9 +320,10 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
 }
 ";
 
-/// Streams `n` bytes of float16 elements from `reader` into the context's staging buffer and
-/// widens them on the GPU into `buffer` from element `first_element` on; returns the bytes
-/// written to `buffer`. `read` is the host buffer for sources that cannot write to the GPU.
+/// Streams `n` bytes of float16 elements from `reader` into a staging buffer and queues their
+/// widening into `buffer` from element `first_element` on for the next submission; returns the
+/// bytes it will write to `buffer`. `read` is the host buffer for sources that cannot write to
+/// the GPU.
 async fn widen_on_gpu(
     context: &Context,
     reader: &mut (dyn crate::weights::source::RangeReader + '_),
@@ -338,14 +337,7 @@ async fn widen_on_gpu(
         (Ok(f), Ok(c)) if f.checked_add(c).is_some() => (f, c),
         _ => return Err(Error::Type(format!("{count} elements at {first_element} are too many to widen on the GPU"))),
     };
-    let needed = 8 + (n as u64).div_ceil(4) * 4;
-    let staging = {
-        let mut cached = context.inner.widen_staging.borrow_mut();
-        if cached.as_ref().is_none_or(|b| b.size < needed) {
-            *cached = Some(Rc::new(context.create_buffer_unchecked(needed, "float16 staging")));
-        }
-        cached.clone().ok_or_else(|| Error::Operation("no staging buffer".into()))?
-    };
+    let staging = context.create_buffer_unchecked(8 + (n as u64).div_ceil(4) * 4, "float16 staging");
     let queue = context.queue();
     let mut header = [0u8; 8];
     header[..4].copy_from_slice(&first.to_le_bytes());
@@ -371,44 +363,33 @@ async fn widen_on_gpu(
     let groups = (count.div_ceil(2).div_ceil(256)).max(1);
     let max = context.limits().max_compute_workgroups_per_dimension.max(1) as u64;
     let (x, y) = (groups.min(max), groups.div_ceil(groups.min(max)));
-    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("widen float16") });
-    {
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("widen"), timestamp_writes: None });
-        pass.set_pipeline(&pipeline.pipeline);
-        pass.set_bind_group(0, &group, &[]);
-        pass.dispatch_workgroups(x as u32, y as u32, 1);
-    }
-    queue.submit([encoder.finish()]);
+    context.queue_pass(PendingPass { pipeline, group, grid: [x as u32, y as u32], _staging: staging });
     Ok(count * 4)
 }
 
 /// Bounds the chunk writes queued but not yet on the GPU (their staging copies belong to the
-/// driver or the browser): each mark waits for the writes before the previous mark, so at
-/// most two groups of `max_chunks_in_flight` chunks are in flight while reading goes on, and
-/// one when the stream returns.
-#[derive(Default)]
-struct WriteFence {
-    previous: Option<Marker>,
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-type Marker = wgpu::SubmissionIndex;
-
-#[cfg(target_arch = "wasm32")]
-type Marker = wasm_bindgen_futures::JsFuture;
-
-impl WriteFence {
-    async fn mark(&mut self, context: &Context) {
-        let next = marker(context);
-        if let Some(previous) = std::mem::replace(&mut self.previous, next) {
-            wait(context, previous).await;
-        }
+/// driver or the browser), across the tensors a context streams: after every
+/// `max_chunks_in_flight` chunks a mark waits for the writes before the previous mark, so at
+/// most two groups are in flight while reading goes on.
+async fn mark(context: &Context) {
+    context.inner.loader_chunks.set(0);
+    let next = marker(context);
+    let previous = context.inner.loader_fence.replace(next);
+    if let Some(previous) = previous {
+        wait(context, previous).await;
     }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
+pub(crate) type Marker = wgpu::SubmissionIndex;
+
+#[cfg(target_arch = "wasm32")]
+pub(crate) type Marker = wasm_bindgen_futures::JsFuture;
+
+/// Natively the submission of the pending passes (widening) marks the point.
+#[cfg(not(target_arch = "wasm32"))]
 fn marker(context: &Context) -> Option<Marker> {
-    Some(context.queue().submit([]))
+    Some(context.submit_pending())
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -416,9 +397,11 @@ async fn wait(context: &Context, index: Marker) {
     let _ = context.device().poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None });
 }
 
-/// In the browser `onSubmittedWorkDone()` resolves once the writes before it reached the GPU.
+/// In the browser `onSubmittedWorkDone()` resolves once the writes before it reached the GPU;
+/// pending passes go first, as their staging buffers are device memory.
 #[cfg(target_arch = "wasm32")]
 fn marker(context: &Context) -> Option<Marker> {
+    context.submit_pending();
     let queue = context.queue().as_webgpu()?;
     let promise: js_sys::Promise = queue.on_submitted_work_done().unchecked_into();
     Some(wasm_bindgen_futures::JsFuture::from(promise))
@@ -457,14 +440,12 @@ pub fn convert_chunk(
         StoredType::F16 if target == DataType::Float32 => {
             // Blocks through half's slice conversion (F16C where the CPU has it): a miss of an
             // evicted float16 expert streams back at memory speed rather than element by element.
-            let mut halves = [f16::ZERO; 1024];
+            let mut bits = [0u16; 1024];
             let mut floats = [0f32; 1024];
-            for block in input.chunks(2 * halves.len()) {
+            for block in input.chunks(2 * bits.len()) {
                 let n = block.len() / 2;
-                for (h, b) in halves[..n].iter_mut().zip(block.chunks_exact(2)) {
-                    *h = f16::from_le_bytes([b[0], b[1]]);
-                }
-                halves[..n].convert_to_f32_slice(&mut floats[..n]);
+                bytemuck::cast_slice_mut::<u16, u8>(&mut bits[..n]).copy_from_slice(&block[..2 * n]);
+                bits[..n].reinterpret_cast::<f16>().convert_to_f32_slice(&mut floats[..n]);
                 // Native order is little-endian on every target (wasm32, x86-64, aarch64).
                 out.extend_from_slice(bytemuck::cast_slice(&floats[..n]));
             }
