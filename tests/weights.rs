@@ -51,7 +51,7 @@ fn load(
 }
 
 fn small_chunks(float_type: Option<DataType>) -> LoadOptions {
-    LoadOptions { float_type, chunk_bytes: 64, max_chunks_in_flight: 2 }
+    LoadOptions { float_type, chunk_bytes: 64, max_chunks_in_flight: 2, widen_on_gpu: None }
 }
 
 fn le<T: Copy, const N: usize>(values: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
@@ -121,9 +121,13 @@ fn every_float16_widens_to_float32_on_the_gpu_as_the_cpu_does() {
     let bytes = safetensors(&[("all", "F16", vec![bits.len() as u64], le(&bits, u16::to_le_bytes))]);
     let (source, file) = open("all.safetensors", bytes);
     let file = file.unwrap();
-    for options in [small_chunks(Some(DataType::Float32)), LoadOptions { float_type: Some(DataType::Float32), ..LoadOptions::default() }]
-    {
-        assert_eq!(load(&ctx, &source, &file, "all", &options).unwrap(), want, "chunk_bytes {}", options.chunk_bytes);
+    let widen = Some(DataType::Float32);
+    for on_gpu in [Some(true), Some(false), None] {
+        for chunk_bytes in [64, 4 << 20] {
+            let options = LoadOptions { float_type: widen, chunk_bytes, max_chunks_in_flight: 2, widen_on_gpu: on_gpu };
+            let got = load(&ctx, &source, &file, "all", &options).unwrap();
+            assert!(got == want, "widen_on_gpu {on_gpu:?}, chunk_bytes {chunk_bytes}: not the CPU's float32 bits");
+        }
     }
 }
 
@@ -253,7 +257,8 @@ fn peak_host_memory_is_a_few_chunks_and_progress_reaches_the_total() {
     let (source, file) = open("big.safetensors", bytes);
     let file = file.unwrap();
     let chunk = 64 << 10;
-    let options = LoadOptions { float_type: Some(DataType::Float32), chunk_bytes: chunk, max_chunks_in_flight: 3 };
+    let options =
+        LoadOptions { float_type: Some(DataType::Float32), chunk_bytes: chunk, max_chunks_in_flight: 3, widen_on_gpu: None };
     let mut calls = Vec::new();
     let (tensor, stats) =
         block_on(file.constant_tensor(&ctx, &source, "big", &options, &mut |a, b| calls.push((a, b)))).unwrap();
@@ -477,6 +482,52 @@ fn a_streamed_constant_goes_to_the_disk_tier_and_streams_back_bit_identical() {
     block_on(graph.swap_out(Residency::Host)).unwrap();
     assert_eq!(graph.residency(), Residency::Disk, "file-backed constants have no host tier");
     run();
+}
+
+#[test]
+fn float16_widened_on_the_gpu_comes_back_from_the_disk_tier_bit_identical() {
+    use webnn_wgpu::graph::{GraphBuilder, OperandDescriptor};
+    use webnn_wgpu::memory::Residency;
+    use webnn_wgpu::ops::elementwise_binary::BinaryOp;
+    use webnn_wgpu::ops::Op;
+    use webnn_wgpu::runtime::TensorDescriptor;
+
+    let ctx = context();
+    let mut rng = Rng::new(12);
+    let n = 999u32;
+    let halves: Vec<f16> = (0..n).map(|_| f16::from_f64(rng.uniform(-2.0, 2.0))).collect();
+    let want: Vec<u8> = halves.iter().flat_map(|h| h.to_f32().to_le_bytes()).collect();
+    let (source, file) = open("half.safetensors", safetensors(&[("w", "F16", vec![n as u64], le(&halves, f16::to_le_bytes))]));
+    let file = file.unwrap();
+    let options = LoadOptions { float_type: Some(DataType::Float32), widen_on_gpu: Some(true), ..LoadOptions::default() };
+    let (weights, _) = block_on(file.constant_tensor(&ctx, &source, "w", &options, &mut |_, _| {})).unwrap();
+    let d = OperandDescriptor::new(DataType::Float32, vec![n]);
+    let mut b = GraphBuilder::new(&ctx).unwrap();
+    let x = b.input("x", d.clone()).unwrap();
+    let w = b.constant_tensor(&weights).unwrap();
+    let y = b.operator1(Op::Binary(BinaryOp::Add), &[x, w], "").unwrap();
+    let graph = block_on(b.build(&[("y".to_string(), y)])).unwrap();
+    let tensor = |readable, writable| {
+        block_on(ctx.create_tensor(TensorDescriptor { operand: d.clone(), readable, writable })).unwrap()
+    };
+    let (x, y) = (tensor(false, true), tensor(true, false));
+    ctx.write_tensor(&x, &vec![0u8; 4 * n as usize]).unwrap();
+    let run = || {
+        ctx.dispatch(&graph, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+        assert!(block_on(ctx.read_tensor(&y)).unwrap() == want, "x + w differs from the float16 weights widened");
+    };
+    run();
+    let device = ctx.memory_info().device_bytes;
+    for _ in 0..3 {
+        // Back from the disk tier by dispatch (the widening rides on the dispatch's submission)
+        // and by swapIn (it waits for the next submission, the read's).
+        block_on(graph.swap_out(Residency::Disk)).unwrap();
+        run();
+        block_on(graph.swap_out(Residency::Disk)).unwrap();
+        block_on(graph.swap_in()).unwrap();
+        run();
+    }
+    assert_eq!(ctx.memory_info().device_bytes, device, "the staging buffers are gone");
 }
 
 /// A terabyte file that exists only as its header: reads past the header are zeros, and the

@@ -153,7 +153,7 @@ fn real_files_match_the_python_readers() {
         return;
     }
     let ctx = context();
-    let options = |float_type| LoadOptions { float_type, chunk_bytes: 1 << 20, max_chunks_in_flight: 4 };
+    let options = |float_type| LoadOptions { float_type, chunk_bytes: 1 << 20, max_chunks_in_flight: 4, widen_on_gpu: None };
     let st = compare(&ctx, &safetensors, &options(None), false);
     println!("all-MiniLM-L6-v2.safetensors: {st:?}");
     let exact = compare(&ctx, &gguf, &options(Some(DataType::Float32)), false);

@@ -37,11 +37,16 @@ pub struct LoadOptions {
     pub chunk_bytes: u64,
     /// Chunks written to the queue before waiting for them to reach the GPU.
     pub max_chunks_in_flight: u32,
+    /// Where float16 is widened to float32: `Some(true)` on the GPU (the file's bytes uploaded
+    /// as they are, then a kernel), `Some(false)` on the CPU; `None`: on the GPU unless the
+    /// adapter is a CPU (llvmpipe, SwiftShader), where the kernel runs on the same cores and is
+    /// slower than the CPU's own vector conversion.
+    pub widen_on_gpu: Option<bool>,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { float_type: None, chunk_bytes: 4 << 20, max_chunks_in_flight: 4 }
+        LoadOptions { float_type: None, chunk_bytes: 4 << 20, max_chunks_in_flight: 4, widen_on_gpu: None }
     }
 }
 
@@ -239,7 +244,9 @@ pub async fn stream_tensor<S: Source>(
 
     // float16 widened to float32 on the GPU: the file's bytes go up as they are (half the
     // upload, no pass over them on the CPU) and a kernel writes the float32 bits.
-    let widen = stored == StoredType::F16 && target == DataType::Float32;
+    let widen = stored == StoredType::F16
+        && target == DataType::Float32
+        && options.widen_on_gpu.unwrap_or(!context.device_traits().cpu);
 
     let mut reader = source.reader(info.offset, total);
     let mut read: Vec<u8> = Vec::new();
