@@ -169,8 +169,10 @@ pub struct Weights {
     pub file: WeightFile,
     source: Rc<FileSource>,
     options: LoadOptions,
-    /// float32 host copies for the rebuild baseline, which keeps its weights in host memory.
+    /// float32 host copies for the rebuild-host baseline, which keeps its weights in host memory.
     host: RefCell<HashMap<String, HostCopy>>,
+    /// The rebuild baseline's buffers for a tensor as read and widened, reused between reads.
+    scratch: RefCell<(Vec<u8>, Vec<u8>)>,
 }
 
 impl Weights {
@@ -194,7 +196,7 @@ impl Weights {
             return Err(Error::Type(format!("{}: unexpected tensor '{}'", file.file_name, extra.name)));
         }
         let options = LoadOptions { float_type: Some(DataType::Float32), widen_on_gpu, ..LoadOptions::default() };
-        Ok(Weights { file, source, options, host: RefCell::default() })
+        Ok(Weights { file, source, options, host: RefCell::default(), scratch: RefCell::default() })
     }
 
     /// A float32 constant tensor streamed from the file (it can go to the "disk" tier).
@@ -210,22 +212,24 @@ impl Weights {
         if let Some(copy) = self.host.borrow().get(name) {
             return Ok(copy.clone());
         }
-        let copy = Rc::new(self.read(name)?);
+        let copy = Rc::new(self.read(name, |shape, bytes| Ok((shape.to_vec(), bytes.to_vec())))?);
         self.host.borrow_mut().insert(name.to_string(), copy.clone());
         Ok(copy)
     }
 
-    /// The tensor read from the file and widened to float32 bytes on the CPU (half's slice
-    /// conversion, F16C where the CPU has it), with its shape: what a standard-only page does
-    /// for each weight it builds from the file.
-    pub fn read(&self, name: &str) -> Result<(Vec<u32>, Vec<u8>)> {
+    /// `use_it(shape, float32 bytes)` of the tensor read from the file and widened on the CPU
+    /// (half's slice conversion, F16C where the CPU has it) into reused buffers: what a
+    /// standard-only page does for each weight it builds from the file.
+    pub fn read<R>(&self, name: &str, use_it: impl FnOnce(&[u32], &[u8]) -> Result<R>) -> Result<R> {
         let info = self.file.tensor(name)?;
         let stored = info.stored.ok_or_else(|| Error::Type(format!("tensor '{name}': unsupported type")))?;
-        let mut raw = vec![0u8; info.byte_length as usize];
-        pollster::block_on(self.source.read_at(info.offset, &mut raw))?;
-        let mut out = Vec::new();
-        convert_chunk(self.source.name(), name, stored, DataType::Float32, 0, &raw, &mut out)?;
-        Ok((info.shape.iter().map(|&d| d as u32).collect(), out))
+        let mut scratch = self.scratch.borrow_mut();
+        let (raw, out) = &mut *scratch;
+        raw.resize(info.byte_length as usize, 0);
+        pollster::block_on(self.source.read_at(info.offset, raw))?;
+        convert_chunk(self.source.name(), name, stored, DataType::Float32, 0, raw, out)?;
+        let shape: Vec<u32> = info.shape.iter().map(|&d| d as u32).collect();
+        use_it(&shape, out)
     }
 }
 
@@ -262,10 +266,7 @@ impl<'w> G<'w> {
                 let t = w.tensor(self.b.context(), name)?;
                 self.b.constant_tensor(&t)
             }
-            Constants::Reread(w) => {
-                let (shape, bytes) = w.read(name)?;
-                self.b.constant(f32s(&shape), &bytes)
-            }
+            Constants::Reread(w) => w.read(name, |shape, bytes| self.b.constant(f32s(shape), bytes)),
             Constants::Host(w) => {
                 let copy = w.host(name)?;
                 self.b.constant(f32s(&copy.0), &copy.1)
@@ -442,8 +443,11 @@ impl<'w> Moe<'w> {
         let probe = Context::new(ContextOptions::default());
         let probe = pollster::block_on(probe)?;
         let shared = Shared::build(&probe, &config, Constants::File(weights))?;
+        // Flushed first: staging buffers of float16 widened on the GPU live until a submission.
+        pollster::block_on(probe.flush())?;
         let non_expert_bytes = probe.memory_info().device_bytes;
         let expert = build_expert(&probe, &config, Constants::File(weights), 0, 0)?;
+        pollster::block_on(probe.flush())?;
         let expert_bytes = probe.memory_info().device_bytes - non_expert_bytes;
         drop((shared, expert));
         probe.destroy();

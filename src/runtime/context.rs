@@ -58,6 +58,8 @@ pub(crate) struct ContextInner {
     /// last submission, and the marker of the previous group.
     pub loader_chunks: Cell<u32>,
     pub loader_fence: RefCell<Option<crate::weights::stream::Marker>>,
+    /// The weight loader's host buffers (a chunk as read, and converted), reused between streams.
+    pub loader_buffers: Cell<(Vec<u8>, Vec<u8>)>,
     lost: Signal,
     deferred: Deferred,
     last_uncaptured_error: Arc<Mutex<Option<String>>>,
@@ -177,6 +179,7 @@ impl Context {
                 pending_passes: RefCell::default(),
                 loader_chunks: Cell::new(0),
                 loader_fence: RefCell::new(None),
+                loader_buffers: Cell::default(),
                 lost,
                 deferred: Deferred::default(),
                 last_uncaptured_error,

@@ -249,8 +249,14 @@ pub async fn stream_tensor<S: Source>(
         && options.widen_on_gpu.unwrap_or(!context.device_traits().cpu);
 
     let mut reader = source.reader(info.offset, total);
-    let mut read: Vec<u8> = Vec::new();
-    let mut converted: Vec<u8> = Vec::new();
+    // The context keeps the two host buffers between streams, so a swap-in reuses them rather
+    // than faulting in fresh pages; not when they are larger than this stream's chunks (the
+    // bound above), and a stream running meanwhile (in the browser) allocates its own.
+    let (mut read, mut converted) = context.inner.loader_buffers.take();
+    let converted_chunk = (chunk_bytes / block_bytes * block_elements * out_size) as usize;
+    if read.capacity() > chunk_bytes as usize || converted.capacity() > converted_chunk {
+        (read, converted) = (Vec::new(), Vec::new());
+    }
     let mut stats = StreamStats::default();
     let mut position = info.offset;
     while position < end {
@@ -291,6 +297,7 @@ pub async fn stream_tensor<S: Source>(
         }
         progress(position - info.offset, total);
     }
+    context.inner.loader_buffers.replace((read, converted));
     // The last chunks wait for the next submission (or mark), which queue order puts before
     // any use: a swap-in of a few small tensors adds no submission of its own.
     Ok(stats)
