@@ -131,6 +131,9 @@ impl WeightFile {
         let (buffer, allocated) = context.create_buffer_checked_later(size, "weight");
         let stats =
             stream_tensor(context, &**source, info, descriptor.data_type, &buffer.buffer, options, progress).await?;
+        // A first load submits its widening at once, so its staging is gone when this resolves
+        // (a swap-in's waits for the dispatch that needs it).
+        context.submit_pending();
         allocated.await?;
         let memory = &context.inner.memory;
         memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
