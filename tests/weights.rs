@@ -530,6 +530,58 @@ fn float16_widened_on_the_gpu_comes_back_from_the_disk_tier_bit_identical() {
     assert_eq!(ctx.memory_info().device_bytes, device, "the staging buffers are gone");
 }
 
+#[test]
+fn a_graph_evicted_while_its_widening_waits_does_not_spoil_the_next_submission() {
+    use webnn_wgpu::graph::{GraphBuilder, OperandDescriptor};
+    use webnn_wgpu::memory::Residency;
+    use webnn_wgpu::ops::elementwise_binary::BinaryOp;
+    use webnn_wgpu::ops::Op;
+    use webnn_wgpu::runtime::{ContextOptions, TensorDescriptor};
+
+    let n = 1000u32;
+    let bytes = 4 * n as u64;
+    // Room for the two tensors, one graph's constant and a staging buffer of float16 bytes.
+    let budget = 3 * bytes + bytes / 2 + 64;
+    let ctx = block_on(Context::new(ContextOptions { memory_budget: Some(budget), ..Default::default() })).unwrap();
+    let mut rng = Rng::new(13);
+    let mut halves = |_| (0..n).map(|_| f16::from_f64(rng.uniform(-2.0, 2.0))).collect::<Vec<f16>>();
+    let (a, b) = (halves(0), halves(1));
+    let file_bytes = safetensors(&[
+        ("a", "F16", vec![n as u64], le(&a, f16::to_le_bytes)),
+        ("b", "F16", vec![n as u64], le(&b, f16::to_le_bytes)),
+    ]);
+    let (source, file) = open("two.safetensors", file_bytes);
+    let file = file.unwrap();
+    let options = LoadOptions { float_type: Some(DataType::Float32), widen_on_gpu: Some(true), ..LoadOptions::default() };
+    let d = OperandDescriptor::new(DataType::Float32, vec![n]);
+    let tensor = |readable, writable| {
+        block_on(ctx.create_tensor(TensorDescriptor { operand: d.clone(), readable, writable })).unwrap()
+    };
+    let (x, y) = (tensor(false, true), tensor(true, false));
+    ctx.write_tensor(&x, &vec![0u8; bytes as usize]).unwrap();
+    let graph = |name: &str| {
+        let (w, _) = block_on(file.constant_tensor(&ctx, &source, name, &options, &mut |_, _| {})).unwrap();
+        let mut builder = GraphBuilder::new(&ctx).unwrap();
+        let input = builder.input("x", d.clone()).unwrap();
+        let w = builder.constant_tensor(&w).unwrap();
+        let sum = builder.operator1(Op::Binary(BinaryOp::Add), &[input, w], "").unwrap();
+        block_on(builder.build(&[("y".to_string(), sum)])).unwrap()
+    };
+    let (ga, gb) = (graph("a"), graph("b"));
+    let want = |h: &[f16]| h.iter().flat_map(|v| v.to_f32().to_le_bytes()).collect::<Vec<u8>>();
+    block_on(ga.swap_out(Residency::Disk)).unwrap();
+    block_on(gb.swap_out(Residency::Disk)).unwrap();
+    // a's widening waits for the next submission; b's dispatch evicts a (the budget holds one
+    // graph) and its submission records a's pass, which binds a's buffer: it must still be valid.
+    block_on(ga.swap_in()).unwrap();
+    ctx.dispatch(&gb, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+    assert_eq!(ga.residency(), Residency::Disk, "b's dispatch evicted a");
+    assert!(block_on(ctx.read_tensor(&y)).unwrap() == want(&b), "b's dispatch ran");
+    ctx.dispatch(&ga, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+    assert!(block_on(ctx.read_tensor(&y)).unwrap() == want(&a), "a streams back");
+    assert!(ctx.take_uncaptured_error().is_none());
+}
+
 /// A terabyte file that exists only as its header: reads past the header are zeros, and the
 /// largest read is recorded (the loader allocates exactly what it reads).
 struct TerabyteFile {

@@ -283,18 +283,21 @@ impl Context {
 
     /// Queues a pass for the next submission.
     pub(crate) fn queue_pass(&self, pass: PendingPass) {
+        self.inner.registry.defer_destruction();
         self.inner.pending_passes.borrow_mut().push(pass);
     }
 
     /// Records the pending passes into `encoder`, ahead of the caller's commands; every
-    /// submission goes through here. The caller drops what this returns (their staging
-    /// buffers) after submitting: a buffer destroyed before the submission would invalidate it.
+    /// submission goes through here. The caller drops what this returns (their staging buffers,
+    /// and buffers dropped while they waited) after submitting: a buffer destroyed before the
+    /// submission would invalidate it.
     #[must_use]
-    pub(crate) fn record_pending(&self, encoder: &mut wgpu::CommandEncoder) -> Vec<PendingPass> {
+    pub(crate) fn record_pending(&self, encoder: &mut wgpu::CommandEncoder) -> (Vec<PendingPass>, Vec<wgpu::Buffer>) {
         self.inner.loader_chunks.set(0);
         let passes = std::mem::take(&mut *self.inner.pending_passes.borrow_mut());
+        let kept = self.inner.registry.end_deferral();
         if passes.is_empty() {
-            return passes;
+            return (passes, kept);
         }
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("pending"), timestamp_writes: None });
         for p in &passes {
@@ -303,7 +306,7 @@ impl Context {
             pass.dispatch_workgroups(p.grid[0], p.grid[1], 1);
         }
         drop(pass);
-        passes
+        (passes, kept)
     }
 
     /// Submits the pending passes (or nothing): a point in queue order to wait for.
