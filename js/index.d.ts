@@ -281,7 +281,18 @@ declare global {
     readonly deviceBytes: number;
     /** Extension: host bytes (JS-owned copies of swapped-out constants) the graph holds now. */
     readonly hostBytes: number;
+    /**
+     * Extension: the order in which the context's memoryBudget evicts graphs: lower priorities
+     * first, the least recently dispatched first within one. Mark the graphs a loop runs every
+     * step "high" so that only the ones it can afford to reload (experts) cycle through the
+     * budget. swapOut() works at any priority. Assigning another value is ignored.
+     * @default "normal"
+     */
+    evictionPriority: MLEvictionPriority;
   }
+
+  /** Extension: MLGraph.evictionPriority. */
+  type MLEvictionPriority = 'low' | 'normal' | 'high';
 
   /** Extension: the three residency tiers of a graph's constants. */
   type MLResidency = 'device' | 'host' | 'disk';

@@ -646,6 +646,12 @@ class MLGraph {
   get residency() { return slotOf(this, 'MLGraph', 'this').handle.residency(); }
   get deviceBytes() { return slotOf(this, 'MLGraph', 'this').handle.deviceBytes(); }
   get hostBytes() { return slotOf(this, 'MLGraph', 'this').handle.hostBytes(); }
+  // Under a memoryBudget, lower priorities are evicted first. A value that is not an
+  // MLEvictionPriority is ignored, as WebIDL does for enum attributes.
+  get evictionPriority() { return slotOf(this, 'MLGraph', 'this').handle.evictionPriority(); }
+  set evictionPriority(value) {
+    slotOf(this, 'MLGraph', 'this').handle.setEvictionPriority(String(value));
+  }
 }
 setInterfaceName(MLGraph, 'MLGraph');
 

@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use webnn_wgpu::graph::{DataType, GraphBuilder, OperandDescriptor};
-use webnn_wgpu::memory::Residency;
+use webnn_wgpu::memory::{EvictionPriority, Residency};
 use webnn_wgpu::ops::elementwise_binary::BinaryOp;
 use webnn_wgpu::ops::elementwise_unary::UnaryOp;
 use webnn_wgpu::ops::{HostTensor, Op};
@@ -274,6 +274,29 @@ fn budget_evicts_least_recently_used_and_is_never_exceeded() {
     assert!(graphs[1..4]
         .iter()
         .all(|f| f.graph.residency() == Residency::Device));
+}
+
+#[test]
+fn budget_evicts_lower_eviction_priorities_first() {
+    // Room for three graphs (as above); graph 0 is "high", graph 1 "low", the rest "normal".
+    let budget = (2 * 4000 * 6 + 2 * 4096 + 3 * 3 * 4000) as u64;
+    let ctx = budget_context(budget);
+    let graphs: Vec<Fixture> = (0..6).map(|i| fixture(&ctx, 1000, 20 + i).unwrap()).collect();
+    let expected: Vec<Vec<u8>> = graphs.iter().map(|f| run(&ctx, f)).collect();
+    assert_eq!(graphs[0].graph.eviction_priority(), EvictionPriority::Normal);
+    graphs[0].graph.set_eviction_priority(EvictionPriority::High);
+    graphs[1].graph.set_eviction_priority(EvictionPriority::Low);
+    // 0 and 1 are used least recently, yet 1 ("low") goes first and 0 ("high") stays while
+    // "normal" graphs cycle through the rest of the budget.
+    for k in [0, 1, 2, 3, 4, 5, 2, 3, 4, 5] {
+        assert_eq!(run(&ctx, &graphs[k]), expected[k]);
+        assert_eq!(graphs[0].graph.residency(), Residency::Device, "after {k}");
+    }
+    assert_eq!(graphs[1].graph.residency(), Residency::Host);
+    // "high" is still evicted when nothing else is left to evict, and swapOut() works on it.
+    block_on(graphs[0].graph.swap_out(Residency::Host)).unwrap();
+    assert_eq!(run(&ctx, &graphs[0]), expected[0]);
+    assert!(ctx.memory_info().device_bytes <= budget);
 }
 
 #[test]

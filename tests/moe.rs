@@ -1,6 +1,7 @@
 //! The MoE demo model natively (examples/moe): a few greedy tokens in the lru mode under a 25%
-//! expert budget, where experts go to the "disk" tier and stream back from the weight file,
-//! must be the PyTorch reference's tokens (www/models/moe/reference.json).
+//! expert budget, where experts go to the "disk" tier and stream back from the weight file
+//! (float16 widened on the GPU), must be the PyTorch reference's tokens
+//! (www/models/moe/reference.json); the standard-only rebuild baseline's too.
 
 #[allow(dead_code)]
 #[path = "../examples/moe/model.rs"]
@@ -9,16 +10,17 @@ mod model;
 use model::{argmax, read_reference, relative_error, Config, Mode, Moe, Weights};
 use std::path::Path;
 
-#[test]
-fn lru_under_a_quarter_budget_decodes_the_reference_tokens() {
+/// Six greedy tokens after the first prompt; returns the model and the swap-ins since its build.
+fn decode(mode: Mode, widen_on_gpu: Option<bool>) -> (Moe<'static>, u64) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("www/models/moe");
     let json = |name: &str| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(dir.join(name)).expect("read")).expect("json")
     };
     let config = Config::from_json(&json("config.json")).unwrap();
     let (prompts, tolerance) = read_reference(&json("reference.json")).unwrap();
-    let weights = Weights::open(&dir.join("model.safetensors"), &config).unwrap();
-    let mut m = Moe::new(config, &weights, Mode::Lru, 0.25).unwrap();
+    let weights = Box::leak(Box::new(Weights::open(&dir.join("model.safetensors"), &config, widen_on_gpu).unwrap()));
+    let mut m = Moe::new(config, weights, mode, 0.25).unwrap();
+    let built = m.ctx.memory_info().swap_ins;
     let p = &prompts[0];
     let mut logits = Vec::new();
     for &id in &p.ids {
@@ -32,8 +34,19 @@ fn lru_under_a_quarter_budget_decodes_the_reference_tokens() {
         out.push(token);
         logits = m.step(token).unwrap();
     }
-    assert_eq!(out, p.greedy_tokens[..6]);
+    assert_eq!(out, p.greedy_tokens[..6], "{}", mode.name());
+    let swap_ins = m.ctx.memory_info().swap_ins - built;
+    (m, swap_ins)
+}
+
+#[test]
+fn lru_under_a_quarter_budget_decodes_the_reference_tokens() {
+    let (m, swap_ins) = decode(Mode::Lru, Some(true));
     let info = m.ctx.memory_info();
+    assert_eq!(
+        swap_ins, m.stats.expert_misses,
+        "only experts come back: the graphs every token runs have the high eviction priority"
+    );
     assert!(info.swap_outs > 0 && info.bytes_streamed_from_disk > 0, "the budget evicted experts: {info:?}");
     assert!(
         info.device_bytes <= m.budget_bytes,
@@ -43,4 +56,11 @@ fn lru_under_a_quarter_budget_decodes_the_reference_tokens() {
     );
     let (resident, all) = m.resident_experts();
     assert!(resident < all, "{resident} of {all} experts resident");
+}
+
+#[test]
+fn the_standard_only_rebuild_baseline_decodes_the_reference_tokens() {
+    let (m, _) = decode(Mode::Rebuild, None);
+    assert_eq!(m.stats.builds, m.stats.expert_uses);
+    assert_eq!(m.ctx.memory_info().bytes_streamed_from_disk, 0, "the baseline reads the file itself");
 }

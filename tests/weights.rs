@@ -15,6 +15,8 @@ use webnn_wgpu::Error;
 
 /// Reads a constant tensor's device buffer back (constants are not readable through the API).
 fn read_back(ctx: &Context, tensor: &Tensor) -> Vec<u8> {
+    // Work the loader left for the next submission (float16 widening) goes first.
+    block_on(ctx.flush()).expect("flush");
     let buffer = tensor.buffer().expect("resident");
     let staging = ctx.device().create_buffer(&wgpu::BufferDescriptor {
         label: Some("test readback"),
@@ -49,7 +51,7 @@ fn load(
 }
 
 fn small_chunks(float_type: Option<DataType>) -> LoadOptions {
-    LoadOptions { float_type, chunk_bytes: 64, max_chunks_in_flight: 2 }
+    LoadOptions { float_type, chunk_bytes: 64, max_chunks_in_flight: 2, widen_on_gpu: None }
 }
 
 fn le<T: Copy, const N: usize>(values: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
@@ -108,6 +110,25 @@ fn safetensors_types_stream_and_convert() {
     let (bool_tensor, _) = block_on(file.constant_tensor(&ctx, &source, "bool", &opts, &mut |_, _| {})).unwrap();
     assert_eq!(bool_tensor.descriptor().data_type, DataType::Uint8);
     assert_eq!(read_back(&ctx, &bool_tensor), bools.iter().map(|&b| (b != 0) as u8).collect::<Vec<_>>());
+}
+
+#[test]
+fn every_float16_widens_to_float32_on_the_gpu_as_the_cpu_does() {
+    let ctx = context();
+    // Every bit pattern (zeros, subnormals, infinities, NaNs) and one more: an odd count.
+    let bits: Vec<u16> = (0..=u16::MAX).chain([0x3c00]).collect();
+    let want: Vec<u8> = bits.iter().flat_map(|&b| f16::from_bits(b).to_f32().to_bits().to_le_bytes()).collect();
+    let bytes = safetensors(&[("all", "F16", vec![bits.len() as u64], le(&bits, u16::to_le_bytes))]);
+    let (source, file) = open("all.safetensors", bytes);
+    let file = file.unwrap();
+    let widen = Some(DataType::Float32);
+    for on_gpu in [Some(true), Some(false), None] {
+        for chunk_bytes in [64, 4 << 20] {
+            let options = LoadOptions { float_type: widen, chunk_bytes, max_chunks_in_flight: 2, widen_on_gpu: on_gpu };
+            let got = load(&ctx, &source, &file, "all", &options).unwrap();
+            assert!(got == want, "widen_on_gpu {on_gpu:?}, chunk_bytes {chunk_bytes}: not the CPU's float32 bits");
+        }
+    }
 }
 
 #[test]
@@ -236,7 +257,8 @@ fn peak_host_memory_is_a_few_chunks_and_progress_reaches_the_total() {
     let (source, file) = open("big.safetensors", bytes);
     let file = file.unwrap();
     let chunk = 64 << 10;
-    let options = LoadOptions { float_type: Some(DataType::Float32), chunk_bytes: chunk, max_chunks_in_flight: 3 };
+    let options =
+        LoadOptions { float_type: Some(DataType::Float32), chunk_bytes: chunk, max_chunks_in_flight: 3, widen_on_gpu: None };
     let mut calls = Vec::new();
     let (tensor, stats) =
         block_on(file.constant_tensor(&ctx, &source, "big", &options, &mut |a, b| calls.push((a, b)))).unwrap();
@@ -460,6 +482,104 @@ fn a_streamed_constant_goes_to_the_disk_tier_and_streams_back_bit_identical() {
     block_on(graph.swap_out(Residency::Host)).unwrap();
     assert_eq!(graph.residency(), Residency::Disk, "file-backed constants have no host tier");
     run();
+}
+
+#[test]
+fn float16_widened_on_the_gpu_comes_back_from_the_disk_tier_bit_identical() {
+    use webnn_wgpu::graph::{GraphBuilder, OperandDescriptor};
+    use webnn_wgpu::memory::Residency;
+    use webnn_wgpu::ops::elementwise_binary::BinaryOp;
+    use webnn_wgpu::ops::Op;
+    use webnn_wgpu::runtime::TensorDescriptor;
+
+    let ctx = context();
+    let mut rng = Rng::new(12);
+    let n = 999u32;
+    let halves: Vec<f16> = (0..n).map(|_| f16::from_f64(rng.uniform(-2.0, 2.0))).collect();
+    let want: Vec<u8> = halves.iter().flat_map(|h| h.to_f32().to_le_bytes()).collect();
+    let (source, file) = open("half.safetensors", safetensors(&[("w", "F16", vec![n as u64], le(&halves, f16::to_le_bytes))]));
+    let file = file.unwrap();
+    let options = LoadOptions { float_type: Some(DataType::Float32), widen_on_gpu: Some(true), ..LoadOptions::default() };
+    let (weights, _) = block_on(file.constant_tensor(&ctx, &source, "w", &options, &mut |_, _| {})).unwrap();
+    let d = OperandDescriptor::new(DataType::Float32, vec![n]);
+    let mut b = GraphBuilder::new(&ctx).unwrap();
+    let x = b.input("x", d.clone()).unwrap();
+    let w = b.constant_tensor(&weights).unwrap();
+    let y = b.operator1(Op::Binary(BinaryOp::Add), &[x, w], "").unwrap();
+    let graph = block_on(b.build(&[("y".to_string(), y)])).unwrap();
+    let tensor = |readable, writable| {
+        block_on(ctx.create_tensor(TensorDescriptor { operand: d.clone(), readable, writable })).unwrap()
+    };
+    let (x, y) = (tensor(false, true), tensor(true, false));
+    ctx.write_tensor(&x, &vec![0u8; 4 * n as usize]).unwrap();
+    let run = || {
+        ctx.dispatch(&graph, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+        assert!(block_on(ctx.read_tensor(&y)).unwrap() == want, "x + w differs from the float16 weights widened");
+    };
+    run();
+    let device = ctx.memory_info().device_bytes;
+    for _ in 0..3 {
+        // Back from the disk tier by dispatch (the widening rides on the dispatch's submission)
+        // and by swapIn (it waits for the next submission, the read's).
+        block_on(graph.swap_out(Residency::Disk)).unwrap();
+        run();
+        block_on(graph.swap_out(Residency::Disk)).unwrap();
+        block_on(graph.swap_in()).unwrap();
+        run();
+    }
+    assert_eq!(ctx.memory_info().device_bytes, device, "the staging buffers are gone");
+}
+
+#[test]
+fn a_graph_evicted_while_its_widening_waits_does_not_spoil_the_next_submission() {
+    use webnn_wgpu::graph::{GraphBuilder, OperandDescriptor};
+    use webnn_wgpu::memory::Residency;
+    use webnn_wgpu::ops::elementwise_binary::BinaryOp;
+    use webnn_wgpu::ops::Op;
+    use webnn_wgpu::runtime::{ContextOptions, TensorDescriptor};
+
+    let n = 1000u32;
+    let bytes = 4 * n as u64;
+    // Room for the two tensors, one graph's constant and a staging buffer of float16 bytes.
+    let budget = 3 * bytes + bytes / 2 + 64;
+    let ctx = block_on(Context::new(ContextOptions { memory_budget: Some(budget), ..Default::default() })).unwrap();
+    let mut rng = Rng::new(13);
+    let mut halves = |_| (0..n).map(|_| f16::from_f64(rng.uniform(-2.0, 2.0))).collect::<Vec<f16>>();
+    let (a, b) = (halves(0), halves(1));
+    let file_bytes = safetensors(&[
+        ("a", "F16", vec![n as u64], le(&a, f16::to_le_bytes)),
+        ("b", "F16", vec![n as u64], le(&b, f16::to_le_bytes)),
+    ]);
+    let (source, file) = open("two.safetensors", file_bytes);
+    let file = file.unwrap();
+    let options = LoadOptions { float_type: Some(DataType::Float32), widen_on_gpu: Some(true), ..LoadOptions::default() };
+    let d = OperandDescriptor::new(DataType::Float32, vec![n]);
+    let tensor = |readable, writable| {
+        block_on(ctx.create_tensor(TensorDescriptor { operand: d.clone(), readable, writable })).unwrap()
+    };
+    let (x, y) = (tensor(false, true), tensor(true, false));
+    ctx.write_tensor(&x, &vec![0u8; bytes as usize]).unwrap();
+    let graph = |name: &str| {
+        let (w, _) = block_on(file.constant_tensor(&ctx, &source, name, &options, &mut |_, _| {})).unwrap();
+        let mut builder = GraphBuilder::new(&ctx).unwrap();
+        let input = builder.input("x", d.clone()).unwrap();
+        let w = builder.constant_tensor(&w).unwrap();
+        let sum = builder.operator1(Op::Binary(BinaryOp::Add), &[input, w], "").unwrap();
+        block_on(builder.build(&[("y".to_string(), sum)])).unwrap()
+    };
+    let (ga, gb) = (graph("a"), graph("b"));
+    let want = |h: &[f16]| h.iter().flat_map(|v| v.to_f32().to_le_bytes()).collect::<Vec<u8>>();
+    block_on(ga.swap_out(Residency::Disk)).unwrap();
+    block_on(gb.swap_out(Residency::Disk)).unwrap();
+    // a's widening waits for the next submission; b's dispatch evicts a (the budget holds one
+    // graph) and its submission records a's pass, which binds a's buffer: it must still be valid.
+    block_on(ga.swap_in()).unwrap();
+    ctx.dispatch(&gb, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+    assert_eq!(ga.residency(), Residency::Disk, "b's dispatch evicted a");
+    assert!(block_on(ctx.read_tensor(&y)).unwrap() == want(&b), "b's dispatch ran");
+    ctx.dispatch(&ga, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+    assert!(block_on(ctx.read_tensor(&y)).unwrap() == want(&a), "a streams back");
+    assert!(ctx.take_uncaptured_error().is_none());
 }
 
 /// A terabyte file that exists only as its header: reads past the header are zeros, and the

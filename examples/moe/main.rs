@@ -5,7 +5,13 @@
 //!   cargo run --release --example moe -- --sweep --tokens 32
 //!   cargo run --release --example moe -- --mode lru --budget 0.25 --tokens 8
 //!
-//! --sweep: resident, lru and explicit at expert budgets 100/50/25/12.5%, and rebuild.
+//! --sweep: resident, lru and explicit at expert budgets 100/50/25/12.5%, rebuild (the
+//! standard-only baseline, re-reading the file) and rebuild-host (from float32 host copies).
+//! --dir: the model folder (config.json, model.safetensors, reference.json), for a copied binary.
+//! --repeat N: every configuration N times, interleaved; the table keeps each one's fastest run
+//! (on a shared machine), and every run must reproduce the reference.
+//! --widen gpu|cpu|auto: where the loader widens float16 to float32 (auto: on the GPU unless
+//! the adapter is a CPU such as llvmpipe).
 //! --mode / --budget take comma-separated lists. Exit status 1 when a token differs.
 
 mod model;
@@ -18,23 +24,28 @@ use webnn_wgpu::{Error, Result};
 
 struct Args {
     dir: PathBuf,
+    widen_on_gpu: Option<bool>,
     tokens: usize,
+    repeat: usize,
     runs: Vec<(Mode, f64)>,
 }
 
 fn parse_args() -> Result<Args> {
     let mut dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/www/models/moe"));
-    let (mut tokens, mut sweep) = (32usize, false);
+    let (mut tokens, mut sweep, mut widen_on_gpu, mut repeat) = (32usize, false, None, 1usize);
     let (mut modes, mut budgets) = (vec![Mode::Lru], vec![0.25]);
     let mut it = std::env::args().skip(1);
     let usage = |what: &str| {
-        Error::Type(format!("{what}; usage: moe [--sweep] [--tokens N] [--mode M,..] [--budget F,..] [--dir D]"))
+        Error::Type(format!("{what}; usage: moe [--sweep] [--tokens N] [--mode M,..] [--budget F,..] [--dir D] [--widen gpu|cpu|auto] [--repeat N]"))
     };
     while let Some(arg) = it.next() {
         let mut value = || it.next().ok_or_else(|| usage(&format!("{arg} needs a value")));
         match arg.as_str() {
             "--sweep" => sweep = true,
             "--tokens" => tokens = value()?.parse().map_err(|_| usage("--tokens is a count"))?,
+            "--repeat" => {
+                repeat = value()?.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage("--repeat is a positive count"))?
+            }
             "--mode" => modes = value()?.split(',').map(Mode::from_name).collect::<Result<_>>()?,
             "--budget" => {
                 budgets = value()?
@@ -44,6 +55,14 @@ fn parse_args() -> Result<Args> {
                     .ok_or_else(|| usage("--budget is a fraction of the expert bytes, 0..1"))?
             }
             "--dir" => dir = PathBuf::from(value()?),
+            "--widen" => {
+                widen_on_gpu = match value()?.as_str() {
+                    "gpu" => Some(true),
+                    "cpu" => Some(false),
+                    "auto" => None,
+                    _ => return Err(usage("--widen is gpu, cpu or auto")),
+                }
+            }
             _ => return Err(usage(&format!("unknown argument {arg}"))),
         }
     }
@@ -54,11 +73,11 @@ fn parse_args() -> Result<Args> {
     let mut runs = Vec::new();
     for mode in modes {
         match mode {
-            Mode::Resident | Mode::Rebuild => runs.push((mode, 1.0)),
+            Mode::Resident | Mode::Rebuild | Mode::RebuildHost => runs.push((mode, 1.0)),
             _ => runs.extend(budgets.iter().map(|&b| (mode, b))),
         }
     }
-    Ok(Args { dir, tokens, runs })
+    Ok(Args { dir, widen_on_gpu, tokens, repeat, runs })
 }
 
 struct Row {
@@ -91,10 +110,10 @@ fn run() -> Result<()> {
     };
     let config = Config::from_json(&read_json("config.json")?)?;
     let (prompts, tolerance) = read_reference(&read_json("reference.json")?)?;
-    let weights = Weights::open(&args.dir.join("model.safetensors"), &config)?;
-    let mut rows = Vec::new();
+    let weights = Weights::open(&args.dir.join("model.safetensors"), &config, args.widen_on_gpu)?;
+    let mut rows: Vec<Row> = Vec::new();
     let mut adapter = String::new();
-    for &(mode, budget) in &args.runs {
+    for (i, &(mode, budget)) in std::iter::repeat_n(&args.runs, args.repeat).flatten().enumerate() {
         let t0 = Instant::now();
         let mut m = Moe::new(config.clone(), &weights, mode, budget)?;
         adapter = m.ctx.adapter_info().name.clone();
@@ -132,7 +151,7 @@ fn run() -> Result<()> {
             );
         }
         let end = m.ctx.memory_info();
-        rows.push(Row {
+        let row = Row {
             mode,
             budget,
             tokens_per_second: decoded as f64 / seconds,
@@ -144,7 +163,18 @@ fn run() -> Result<()> {
             builds: m.stats.builds,
             resident: m.resident_experts(),
             ok,
-        });
+        };
+        // Repeats keep the fastest run of a configuration; a run that differs marks it.
+        match rows.get_mut(i % args.runs.len()) {
+            Some(best) => {
+                let ok = best.ok && row.ok;
+                if row.tokens_per_second > best.tokens_per_second {
+                    *best = row;
+                }
+                best.ok = ok;
+            }
+            None => rows.push(row),
+        }
         println!(
             "   built in {built:.2} s; non-expert {:.1} MB, expert graph {:.2} MB, budget {:.1} MB",
             m.non_expert_bytes as f64 / 1e6,
@@ -154,16 +184,21 @@ fn run() -> Result<()> {
     }
     // What one expert miss costs against one rebuild, outside the token loop.
     let m = Moe::new(config.clone(), &weights, Mode::Resident, 1.0)?;
-    let [from_disk, from_host, rebuild] = m.expert_costs(9)?;
+    let (costs, expert_bytes) = (m.expert_costs(9)?, m.expert_bytes);
     drop(m);
-    println!("\n## MoE decode ({adapter}; {} tokens after each of {} prompts)", args.tokens, prompts.len());
+    println!(
+        "\n## MoE decode ({adapter}; {} tokens after each of {} prompts; fastest of {} interleaved runs)",
+        args.tokens,
+        prompts.len(),
+        args.repeat
+    );
     println!("| mode | expert budget | tokens/s | swap-ins | swap-outs | streamed from disk | expert misses / uses | builds | experts resident at end | tokens |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!(
             "| {} | {} | {:.2} | {} | {} | {:.1} MB | {} / {} | {} | {} / {} | {} |",
             r.mode.name(),
-            if matches!(r.mode, Mode::Resident | Mode::Rebuild) {
+            if r.mode == Mode::Resident || r.mode.rebuilds() {
                 "-".to_string()
             } else {
                 format!("{}%", r.budget * 100.0)
@@ -181,11 +216,15 @@ fn run() -> Result<()> {
         );
     }
     println!(
-        "one expert graph back on the GPU (median of 9): swap_in() from the disk tier {:.2} ms, from host copies {:.2} ms; \
-         rebuild from host copies {:.2} ms",
-        from_disk * 1e3,
-        from_host * 1e3,
-        rebuild * 1e3
+        "one expert use ({:.2} MB of float32 weights), its dispatch done on the GPU (median of 9): resident {:.2} ms; \
+         miss from the disk tier {:.2} ms, from the host tier {:.2} ms; standard-only rebuild re-reading the file \
+         {:.2} ms, from host copies {:.2} ms",
+        expert_bytes as f64 / 1e6,
+        costs.hit * 1e3,
+        costs.from_disk * 1e3,
+        costs.from_host * 1e3,
+        costs.rebuild_file * 1e3,
+        costs.rebuild_host * 1e3
     );
     let speed = |mode: Mode, budget: Option<f64>| {
         rows.iter().find(|r| r.mode == mode && budget.is_none_or(|b| r.budget == b)).map(|r| r.tokens_per_second)
@@ -194,7 +233,10 @@ fn run() -> Result<()> {
         println!("lru at 25%: {:.0}% of all-resident tokens/s (target >= 50%)", 100.0 * lru / resident);
     }
     if let (Some(lru), Some(rebuild)) = (speed(Mode::Lru, Some(0.25)), speed(Mode::Rebuild, None)) {
-        println!("lru at 25%: {:.1}x the destroy-and-rebuild baseline (target >= 5x)", lru / rebuild);
+        println!("lru at 25%: {:.1}x the destroy-and-rebuild baseline re-reading the file (target >= 5x)", lru / rebuild);
+    }
+    if let (Some(lru), Some(rebuild)) = (speed(Mode::Lru, Some(0.25)), speed(Mode::RebuildHost, None)) {
+        println!("lru at 25%: {:.1}x the destroy-and-rebuild baseline from host copies", lru / rebuild);
     }
     if rows.iter().any(|r| !r.ok) {
         eprintln!("moe: some greedy tokens or logits differ from reference.json");

@@ -4,15 +4,19 @@
 //! go to the "disk" tier; the KV cache lives in tensors; the router runs on the GPU and the
 //! top-2 choice in host code, which then dispatches one graph per selected expert.
 //!
-//! Memory modes for the expert graphs (the other graphs stay resident unless the budget evicts
-//! them):
+//! Memory modes for the expert graphs (the other graphs, which every token runs, have the
+//! `High` eviction priority, so a budget evicts experts first):
 //! - `Resident`: every graph resident, no budget.
 //! - `Lru`: the context's memory budget = non-expert bytes + fraction x expert bytes; the runtime
 //!   evicts the least recently dispatched graphs.
 //! - `Explicit`: the caller manages it: `swap_in()` before an expert's use and, after each layer,
 //!   `swap_out()` of the least recently used experts until the context is within the same budget.
-//! - `Rebuild`: the standard API only: every expert use builds its graph from host bytes,
-//!   dispatches it and destroys it.
+//! - `Rebuild`: the standard API only, for experts that do not fit in memory: every expert use
+//!   reads the expert's float16 bytes from the file, widens them to float32 on the CPU,
+//!   `constant(desc, bytes)` for each weight, `build()`, dispatches and `destroy()`s the graph.
+//!   Nothing is held between uses.
+//! - `RebuildHost`: the same, but from float32 copies of every expert read once and held in host
+//!   memory (all the expert bytes; the use case's experts would not fit there).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -20,7 +24,7 @@ use std::path::Path;
 use std::rc::Rc;
 
 use webnn_wgpu::graph::{DataType, GraphBuilder, Operand, OperandDescriptor};
-use webnn_wgpu::memory::Residency;
+use webnn_wgpu::memory::{EvictionPriority, Residency};
 use webnn_wgpu::ops::activation::Activation;
 use webnn_wgpu::ops::concat::Splits;
 use webnn_wgpu::ops::elementwise_binary::BinaryOp;
@@ -42,10 +46,11 @@ pub enum Mode {
     Lru,
     Explicit,
     Rebuild,
+    RebuildHost,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 4] = [Mode::Resident, Mode::Lru, Mode::Explicit, Mode::Rebuild];
+    pub const ALL: [Mode; 5] = [Mode::Resident, Mode::Lru, Mode::Explicit, Mode::Rebuild, Mode::RebuildHost];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -53,14 +58,20 @@ impl Mode {
             Mode::Lru => "lru",
             Mode::Explicit => "explicit",
             Mode::Rebuild => "rebuild",
+            Mode::RebuildHost => "rebuild-host",
         }
+    }
+
+    /// The standard-only baselines, which build an expert graph for every use.
+    pub fn rebuilds(self) -> bool {
+        matches!(self, Mode::Rebuild | Mode::RebuildHost)
     }
 
     pub fn from_name(name: &str) -> Result<Mode> {
         Mode::ALL
             .into_iter()
             .find(|m| m.name() == name)
-            .ok_or_else(|| Error::Type(format!("mode '{name}': expected resident, lru, explicit or rebuild")))
+            .ok_or_else(|| Error::Type(format!("mode '{name}': expected resident, lru, explicit, rebuild or rebuild-host")))
     }
 }
 
@@ -158,13 +169,17 @@ pub struct Weights {
     pub file: WeightFile,
     source: Rc<FileSource>,
     options: LoadOptions,
-    /// float32 host copies for the rebuild baseline, which keeps its weights in host memory.
+    /// float32 host copies for the rebuild-host baseline, which keeps its weights in host memory.
     host: RefCell<HashMap<String, HostCopy>>,
+    /// The rebuild baseline's buffers for a tensor as read and widened, reused between reads.
+    scratch: RefCell<(Vec<u8>, Vec<u8>)>,
 }
 
 impl Weights {
-    /// Opens the file and checks it holds exactly the config's tensors, as float types.
-    pub fn open(path: &Path, config: &Config) -> Result<Weights> {
+    /// Opens the file and checks it holds exactly the config's tensors, as float types;
+    /// `widen_on_gpu` is the loader's choice of where float16 becomes float32 (`None`: on the
+    /// GPU unless the adapter is a CPU).
+    pub fn open(path: &Path, config: &Config, widen_on_gpu: Option<bool>) -> Result<Weights> {
         let source = Rc::new(FileSource::open(path)?);
         let file = pollster::block_on(WeightFile::open(&*source))?;
         let want = config.expected_tensors();
@@ -180,8 +195,8 @@ impl Weights {
         if let Some(extra) = file.tensors.iter().find(|t| !want.iter().any(|(n, _)| n == &t.name)) {
             return Err(Error::Type(format!("{}: unexpected tensor '{}'", file.file_name, extra.name)));
         }
-        let options = LoadOptions { float_type: Some(DataType::Float32), ..LoadOptions::default() };
-        Ok(Weights { file, source, options, host: RefCell::default() })
+        let options = LoadOptions { float_type: Some(DataType::Float32), widen_on_gpu, ..LoadOptions::default() };
+        Ok(Weights { file, source, options, host: RefCell::default(), scratch: RefCell::default() })
     }
 
     /// A float32 constant tensor streamed from the file (it can go to the "disk" tier).
@@ -191,28 +206,40 @@ impl Weights {
         Ok(t)
     }
 
-    /// The tensor as float32 bytes in host memory, with its shape (the rebuild baseline's copy,
-    /// read and converted once).
+    /// The tensor as float32 bytes in host memory, with its shape (the rebuild-host baseline's
+    /// copy, read and converted once).
     pub fn host(&self, name: &str) -> Result<HostCopy> {
         if let Some(copy) = self.host.borrow().get(name) {
             return Ok(copy.clone());
         }
-        let info = self.file.tensor(name)?;
-        let stored = info.stored.ok_or_else(|| Error::Type(format!("tensor '{name}': unsupported type")))?;
-        let mut raw = vec![0u8; info.byte_length as usize];
-        pollster::block_on(self.source.read_at(info.offset, &mut raw))?;
-        let mut out = Vec::new();
-        convert_chunk(self.source.name(), name, stored, DataType::Float32, 0, &raw, &mut out)?;
-        let copy = Rc::new((info.shape.iter().map(|&d| d as u32).collect(), out));
+        let copy = Rc::new(self.read(name, |shape, bytes| Ok((shape.to_vec(), bytes.to_vec())))?);
         self.host.borrow_mut().insert(name.to_string(), copy.clone());
         Ok(copy)
     }
+
+    /// `use_it(shape, float32 bytes)` of the tensor read from the file and widened on the CPU
+    /// (half's slice conversion, F16C where the CPU has it) into reused buffers: what a
+    /// standard-only page does for each weight it builds from the file.
+    pub fn read<R>(&self, name: &str, use_it: impl FnOnce(&[u32], &[u8]) -> Result<R>) -> Result<R> {
+        let info = self.file.tensor(name)?;
+        let stored = info.stored.ok_or_else(|| Error::Type(format!("tensor '{name}': unsupported type")))?;
+        let mut scratch = self.scratch.borrow_mut();
+        let (raw, out) = &mut *scratch;
+        raw.resize(info.byte_length as usize, 0);
+        pollster::block_on(self.source.read_at(info.offset, raw))?;
+        convert_chunk(self.source.name(), name, stored, DataType::Float32, 0, raw, out)?;
+        let shape: Vec<u32> = info.shape.iter().map(|&d| d as u32).collect();
+        use_it(&shape, out)
+    }
 }
 
-/// A constant's origin: streamed from the file, or host bytes (the standard-API baseline).
+/// A constant's origin: streamed from the file by the weight loader (the extensions), or, with
+/// the standard API only, `constant(desc, bytes)` of bytes read from the file at each build
+/// (`Reread`) or of float32 copies held in host memory (`Host`).
 #[derive(Clone, Copy)]
 enum Constants<'w> {
     File(&'w Weights),
+    Reread(&'w Weights),
     Host(&'w Weights),
 }
 
@@ -239,6 +266,7 @@ impl<'w> G<'w> {
                 let t = w.tensor(self.b.context(), name)?;
                 self.b.constant_tensor(&t)
             }
+            Constants::Reread(w) => w.read(name, |shape, bytes| self.b.constant(f32s(shape), bytes)),
             Constants::Host(w) => {
                 let copy = w.host(name)?;
                 self.b.constant(f32s(&copy.0), &copy.1)
@@ -366,6 +394,15 @@ struct Tensors {
     values: Vec<[Tensor; 2]>,
 }
 
+/// Seconds per expert use by where the expert is (see [`Moe::expert_costs`]).
+pub struct ExpertCosts {
+    pub hit: f64,
+    pub from_disk: f64,
+    pub from_host: f64,
+    pub rebuild_host: f64,
+    pub rebuild_file: f64,
+}
+
 /// Counters the benchmark prints.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Stats {
@@ -406,8 +443,11 @@ impl<'w> Moe<'w> {
         let probe = Context::new(ContextOptions::default());
         let probe = pollster::block_on(probe)?;
         let shared = Shared::build(&probe, &config, Constants::File(weights))?;
+        // Flushed first: staging buffers of float16 widened on the GPU live until a submission.
+        pollster::block_on(probe.flush())?;
         let non_expert_bytes = probe.memory_info().device_bytes;
         let expert = build_expert(&probe, &config, Constants::File(weights), 0, 0)?;
+        pollster::block_on(probe.flush())?;
         let expert_bytes = probe.memory_info().device_bytes - non_expert_bytes;
         drop((shared, expert));
         probe.destroy();
@@ -415,8 +455,16 @@ impl<'w> Moe<'w> {
         let options =
             ContextOptions { memory_budget: (mode == Mode::Lru).then_some(budget_bytes), ..ContextOptions::default() };
         let ctx = pollster::block_on(Context::new(options))?;
-        let constants = if mode == Mode::Rebuild { Constants::Host(weights) } else { Constants::File(weights) };
+        let constants = match mode {
+            Mode::Rebuild => Constants::Reread(weights),
+            Mode::RebuildHost => Constants::Host(weights),
+            _ => Constants::File(weights),
+        };
         let Shared { t, embed, attention, router, final_graph } = Shared::build(&ctx, &config, constants)?;
+        // Every token runs these: the budget evicts experts before them.
+        for g in attention.iter().chain(&router).chain([&embed, &final_graph]) {
+            g.set_eviction_priority(EvictionPriority::High);
+        }
         let mut m = Moe {
             experts: Vec::new(),
             c: config,
@@ -439,7 +487,8 @@ impl<'w> Moe<'w> {
             let mut row = Vec::new();
             for e in 0..m.c.n_experts {
                 let graph = match mode {
-                    Mode::Rebuild => {
+                    Mode::Rebuild => None,
+                    Mode::RebuildHost => {
                         for w in ["w1", "w3", "w2"] {
                             weights.host(&format!("layers.{l}.moe.experts.{e}.{w}.weight"))?;
                         }
@@ -558,7 +607,11 @@ impl<'w> Moe<'w> {
                         g
                     }
                     None => {
-                        built = build_expert(&ctx, &c, Constants::Host(self.weights), l as u32, e as u32)?;
+                        let constants = match self.mode {
+                            Mode::RebuildHost => Constants::Host(self.weights),
+                            _ => Constants::Reread(self.weights),
+                        };
+                        built = build_expert(&ctx, &c, constants, l as u32, e as u32)?;
                         self.stats.builds += 1;
                         &built
                     }
@@ -570,7 +623,7 @@ impl<'w> Moe<'w> {
                     &[io("x", &t.x[cur]), io("h", &t.h), io("weight", &t.expert_weight[i])],
                     &[io("x", &t.x[1 - cur])],
                 )?;
-                if self.mode == Mode::Rebuild {
+                if self.mode.rebuilds() {
                     graph.destroy();
                 }
                 cur = 1 - cur;
@@ -586,44 +639,53 @@ impl<'w> Moe<'w> {
         Ok(logits)
     }
 
-    /// Seconds (median of `reps`) for one expert graph to come back to the GPU: `swap_in()` of
-    /// expert (0, 0) from the disk tier (file read, float16 -> float32, upload), `swap_in()` of
-    /// the same graph built from host copies (upload only), and the rebuild baseline's build from
-    /// host copies (validate, compile from the pipeline cache, upload).
-    pub fn expert_costs(&self, reps: usize) -> Result<[f64; 3]> {
+    /// What one expert use costs outside the token loop, in seconds (median of `reps`), each
+    /// from the expert's state to its dispatch done on the GPU: a hit (resident), a miss from the
+    /// disk tier (file read, upload of the float16 bytes, widening on the GPU), a miss from the
+    /// host tier (upload of float32 copies), and the standard-only rebuild, from host copies and
+    /// re-reading the file (constant() of each weight, build(): validation, lowering, pipelines
+    /// from the context's cache, upload).
+    pub fn expert_costs(&self, reps: usize) -> Result<ExpertCosts> {
         let median = |mut v: Vec<f64>| {
             v.sort_by(|a, b| a.total_cmp(b));
             v[v.len() / 2]
         };
-        let flush = || pollster::block_on(self.ctx.flush());
-        let swap = |g: &Graph, to: Residency| -> Result<f64> {
+        let ctx = &self.ctx;
+        let io = |name: &str, t: &Tensor| (name.to_string(), t.clone());
+        let t = &self.t;
+        let run = |g: &Graph| -> Result<()> {
+            ctx.dispatch(g, &[io("x", &t.x[0]), io("h", &t.h), io("weight", &t.expert_weight[0])], &[io("x", &t.x[1])])?;
+            pollster::block_on(ctx.flush())
+        };
+        let time = |before: &dyn Fn() -> Result<()>, use_it: &dyn Fn() -> Result<()>| -> Result<f64> {
             let mut times = Vec::new();
             for _ in 0..reps {
-                pollster::block_on(g.swap_out(to))?;
-                flush()?;
-                let t = std::time::Instant::now();
-                pollster::block_on(g.swap_in())?;
-                flush()?;
-                times.push(t.elapsed().as_secs_f64());
+                before()?;
+                pollster::block_on(ctx.flush())?;
+                let start = std::time::Instant::now();
+                use_it()?;
+                times.push(start.elapsed().as_secs_f64());
             }
             Ok(median(times))
         };
-        let streamed = build_expert(&self.ctx, &self.c, Constants::File(self.weights), 0, 0)?;
-        let from_disk = swap(&streamed, Residency::Disk)?;
+        let streamed = build_expert(ctx, &self.c, Constants::File(self.weights), 0, 0)?;
+        let hit = time(&|| Ok(()), &|| run(&streamed))?;
+        let from_disk = time(&|| pollster::block_on(streamed.swap_out(Residency::Disk)), &|| run(&streamed))?;
         streamed.destroy();
-        let hosted = build_expert(&self.ctx, &self.c, Constants::Host(self.weights), 0, 0)?;
-        let from_host = swap(&hosted, Residency::Host)?;
+        let hosted = build_expert(ctx, &self.c, Constants::Host(self.weights), 0, 0)?;
+        let from_host = time(&|| pollster::block_on(hosted.swap_out(Residency::Host)), &|| run(&hosted))?;
         hosted.destroy();
-        let mut rebuild = Vec::new();
-        for _ in 0..reps {
-            flush()?;
-            let t = std::time::Instant::now();
-            let g = build_expert(&self.ctx, &self.c, Constants::Host(self.weights), 0, 0)?;
-            flush()?;
-            rebuild.push(t.elapsed().as_secs_f64());
-            g.destroy();
-        }
-        Ok([from_disk, from_host, median(rebuild)])
+        let rebuild = |constants: Constants| {
+            time(&|| Ok(()), &|| {
+                let g = build_expert(ctx, &self.c, constants, 0, 0)?;
+                run(&g)?;
+                g.destroy();
+                Ok(())
+            })
+        };
+        let rebuild_host = rebuild(Constants::Host(self.weights))?;
+        let rebuild_file = rebuild(Constants::Reread(self.weights))?;
+        Ok(ExpertCosts { hit, from_disk, from_host, rebuild_host, rebuild_file })
     }
 
     /// (resident expert graphs, all expert graphs).

@@ -9,7 +9,7 @@ use crate::api::ops::{number, op_from_js, Params};
 use crate::api::{to_js, JsResult};
 use crate::error::{Error, Result};
 use crate::graph::{DataType, GraphBuilder, Operand};
-use crate::memory::{HostBytes, Residency};
+use crate::memory::{EvictionPriority, HostBytes, Residency};
 use crate::runtime::{Context, Graph};
 
 #[wasm_bindgen]
@@ -162,5 +162,18 @@ impl GraphHandle {
     #[wasm_bindgen(js_name = hostBytes)]
     pub fn host_bytes(&self) -> f64 {
         self.graph.host_bytes() as f64
+    }
+
+    #[wasm_bindgen(js_name = evictionPriority)]
+    pub fn eviction_priority(&self) -> String {
+        self.graph.eviction_priority().name().to_string()
+    }
+
+    /// A value that is not an `MLEvictionPriority` is ignored (WebIDL's rule for enum attributes).
+    #[wasm_bindgen(js_name = setEvictionPriority)]
+    pub fn set_eviction_priority(&self, priority: &str) {
+        if let Some(p) = EvictionPriority::from_name(priority) {
+            self.graph.set_eviction_priority(p);
+        }
     }
 }

@@ -4,7 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use crate::memory::IntermediatePool;
+use crate::memory::{EvictionPriority, IntermediatePool};
 
 /// `MLContext.memoryInfo()`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,6 +41,7 @@ pub trait Evictable {
     fn last_used(&self) -> u64;
     /// Whether a dispatch of the graph is between its swap-in and its recording (not evictable).
     fn in_flight(&self) -> bool;
+    fn priority(&self) -> EvictionPriority;
     /// Releases the graph's GPU memory (to the host tier).
     fn evict(&self);
     /// Intermediate slot sizes the graph needs while resident.
@@ -60,7 +61,8 @@ impl MemoryState {
         graphs.push(graph);
     }
 
-    /// The resident graphs other than `except` and not in flight, least recently used first.
+    /// The resident graphs other than `except` and not in flight, in eviction order: lowest
+    /// priority first, least recently used first within a priority.
     pub fn eviction_order(&self, except: u64) -> Vec<Rc<dyn Evictable>> {
         let mut live: Vec<Rc<dyn Evictable>> = self
             .graphs
@@ -69,7 +71,7 @@ impl MemoryState {
             .filter_map(|g| g.upgrade())
             .filter(|g| g.id() != except && g.is_resident() && !g.in_flight())
             .collect();
-        live.sort_by_key(|g| g.last_used());
+        live.sort_by_key(|g| (g.priority(), g.last_used()));
         live
     }
 

@@ -23,6 +23,33 @@ pub enum Residency {
     Disk,
 }
 
+/// `MLGraph.evictionPriority`: under a memory budget, graphs of a lower priority are evicted
+/// first, and the least recently dispatched first within one priority. A loop that runs some
+/// graphs every step (attention, router) marks them `High` so that only the graphs it can afford
+/// to reload (experts) cycle through the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum EvictionPriority {
+    Low,
+    #[default]
+    Normal,
+    High,
+}
+
+impl EvictionPriority {
+    pub fn name(self) -> &'static str {
+        match self {
+            EvictionPriority::Low => "low",
+            EvictionPriority::Normal => "normal",
+            EvictionPriority::High => "high",
+        }
+    }
+
+    /// The priority an `MLEvictionPriority` string names, if it is one.
+    pub fn from_name(name: &str) -> Option<EvictionPriority> {
+        [EvictionPriority::Low, EvictionPriority::Normal, EvictionPriority::High].into_iter().find(|p| p.name() == name)
+    }
+}
+
 impl Residency {
     pub fn name(self) -> &'static str {
         match self {

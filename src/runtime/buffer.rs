@@ -2,7 +2,7 @@
 //! registered on creation and unregistered when dropped, so the registry's byte count is the
 //! device memory the runtime holds at that moment.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 /// Counts the live device buffers of one context.
@@ -12,6 +12,10 @@ pub struct BufferRegistry {
     live_buffers: Cell<u64>,
     peak_bytes: Cell<u64>,
     next_id: Cell<u64>,
+    /// While passes wait for the next submission (the context's pending passes), buffers
+    /// dropped meanwhile are kept here instead of destroyed, since a pending pass may bind one
+    /// and a destroyed buffer would invalidate that whole submission.
+    deferred: RefCell<Option<Vec<wgpu::Buffer>>>,
 }
 
 impl BufferRegistry {
@@ -47,6 +51,17 @@ impl BufferRegistry {
         id
     }
 
+    /// Passes are pending: buffers dropped from now on wait for [`end_deferral`](Self::end_deferral).
+    pub(crate) fn defer_destruction(&self) {
+        self.deferred.borrow_mut().get_or_insert_with(Vec::new);
+    }
+
+    /// The pending passes are recorded: the buffers dropped meanwhile, which the caller drops
+    /// after submitting (wgpu frees them once the GPU is done with them).
+    pub(crate) fn end_deferral(&self) -> Vec<wgpu::Buffer> {
+        self.deferred.borrow_mut().take().unwrap_or_default()
+    }
+
     fn remove(&self, size: u64) {
         self.live_bytes.set(self.live_bytes.get().saturating_sub(size));
         self.live_buffers.set(self.live_buffers.get().saturating_sub(1));
@@ -72,7 +87,10 @@ impl DeviceBuffer {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        self.buffer.destroy();
+        match self.registry.deferred.borrow_mut().as_mut() {
+            Some(kept) => kept.push(self.buffer.clone()),
+            None => self.buffer.destroy(),
+        }
         self.registry.remove(self.size);
     }
 }

@@ -54,6 +54,10 @@ pub(crate) struct ContextInner {
     pub memory: MemoryState,
     /// Bounds the weight-file writes queued but not yet on the GPU, across all streams.
     pub write_fence: crate::weights::stream::WriteFence,
+    /// Compute passes the next submission records before its own work (see [`PendingPass`]).
+    pending_passes: RefCell<Vec<PendingPass>>,
+    /// The weight loader's host buffers (a chunk as read, and converted), reused between streams.
+    pub loader_buffers: Cell<(Vec<u8>, Vec<u8>)>,
     lost: Signal,
     deferred: Deferred,
     last_uncaptured_error: Arc<Mutex<Option<String>>>,
@@ -66,6 +70,18 @@ pub(crate) struct ContextInner {
     /// Allocations waiting for the GPU's verdict, and what waits for none to be left.
     unconfirmed: Cell<u32>,
     confirmed: RefCell<Vec<oneshot::Sender<()>>>,
+}
+
+/// A compute pass queued by the weight loader (float16 widened on the GPU from a staging
+/// buffer): the next submission, whichever it is (a dispatch, a read, the loader's own marker),
+/// records it first, so a swap-in adds no submission of its own.
+pub(crate) struct PendingPass {
+    pub pipeline: Rc<crate::runtime::pipeline::Pipeline>,
+    pub group: wgpu::BindGroup,
+    pub grid: [u32; 2],
+    /// Held (and counted in the device bytes) until the pass is recorded; the GPU keeps it
+    /// alive until the pass has run.
+    pub _staging: DeviceBuffer,
 }
 
 /// Queue work waiting behind a stream from a weight file, run in call order.
@@ -167,6 +183,8 @@ impl Context {
                 pipelines: PipelineCache::default(),
                 memory,
                 write_fence: Default::default(),
+                pending_passes: RefCell::default(),
+                loader_buffers: Cell::default(),
                 lost,
                 deferred: Deferred::default(),
                 last_uncaptured_error,
@@ -354,6 +372,43 @@ impl Context {
             self.inner.confirmed.borrow_mut().push(sender);
             receiver.await;
         }
+    }
+
+    /// Queues a pass for the next submission.
+    pub(crate) fn queue_pass(&self, pass: PendingPass) {
+        self.inner.registry.defer_destruction();
+        self.inner.pending_passes.borrow_mut().push(pass);
+    }
+
+    /// Records the pending passes into `encoder`, ahead of the caller's commands; every
+    /// submission goes through here. The caller drops what this returns (their staging buffers,
+    /// and buffers dropped while they waited) after submitting: a buffer destroyed before the
+    /// submission would invalidate it.
+    #[must_use]
+    pub(crate) fn record_pending(&self, encoder: &mut wgpu::CommandEncoder) -> (Vec<PendingPass>, Vec<wgpu::Buffer>) {
+        self.inner.write_fence.submitted();
+        let passes = std::mem::take(&mut *self.inner.pending_passes.borrow_mut());
+        let kept = self.inner.registry.end_deferral();
+        if passes.is_empty() {
+            return (passes, kept);
+        }
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("pending"), timestamp_writes: None });
+        for p in &passes {
+            pass.set_pipeline(&p.pipeline.pipeline);
+            pass.set_bind_group(0, &p.group, &[]);
+            pass.dispatch_workgroups(p.grid[0], p.grid[1], 1);
+        }
+        drop(pass);
+        (passes, kept)
+    }
+
+    /// Submits the pending passes (or nothing): a point in queue order to wait for.
+    pub(crate) fn submit_pending(&self) -> wgpu::SubmissionIndex {
+        let mut encoder = self.inner.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("pending") });
+        let recorded = self.record_pending(&mut encoder);
+        let index = self.inner.queue.submit([encoder.finish()]);
+        drop(recorded);
+        index
     }
 
     /// Whether queue work is waiting behind a stream (always `false` natively after a call).
@@ -663,8 +718,10 @@ impl Context {
             mapped_at_creation: false,
         });
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readTensor") });
+        let recorded = self.record_pending(&mut encoder);
         encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
         self.inner.queue.submit([encoder.finish()]);
+        drop(recorded);
         let (sender, mapped) = oneshot::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |result| sender.send(result));
         PendingRead { staging, mapped }

@@ -13,7 +13,7 @@ use std::rc::Rc;
 use crate::error::{Error, Result};
 use crate::graph::{ConstantValue, GraphDescription, OperandDescriptor, OperandSource};
 use crate::memory::budget::Evictable;
-use crate::memory::{Residency, SharedConstant};
+use crate::memory::{EvictionPriority, Residency, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::ops::fusion::{self, Work};
 use crate::ops::{self, BufRef, LowerContext, Lowering};
@@ -59,6 +59,7 @@ struct GraphInner {
     last_used: Cell<u64>,
     /// Dispatches between their swap-in and their recording; the graph is not evicted meanwhile.
     in_flight: Cell<u32>,
+    priority: Cell<EvictionPriority>,
     destroyed: Cell<bool>,
 }
 
@@ -308,6 +309,7 @@ impl Graph {
                 epoch: Cell::new(0),
                 last_used: Cell::new(0),
                 in_flight: Cell::new(0),
+                priority: Cell::new(EvictionPriority::Normal),
                 destroyed: Cell::new(false),
             }),
         };
@@ -365,6 +367,16 @@ impl Graph {
     /// `residency`.
     pub fn residency(&self) -> Residency {
         self.inner.residency.get()
+    }
+
+    /// `evictionPriority`.
+    pub fn eviction_priority(&self) -> EvictionPriority {
+        self.inner.priority.get()
+    }
+
+    /// Sets `evictionPriority`; it orders later evictions (nothing is evicted or loaded now).
+    pub fn set_eviction_priority(&self, priority: EvictionPriority) {
+        self.inner.priority.set(priority);
     }
 
     /// Makes the graph resident, evicting others under the budget: allocates and uploads host
@@ -561,6 +573,10 @@ impl Evictable for GraphInner {
         self.in_flight.get() > 0
     }
 
+    fn priority(&self) -> EvictionPriority {
+        self.priority.get()
+    }
+
     /// To `"disk"` when every constant can be streamed again from its file (they hold no host
     /// copy), else to `"host"`; file-backed constants of a mixed graph leave the GPU too.
     fn evict(&self) {
@@ -733,6 +749,7 @@ impl Graph {
         }
         let Some(cache) = cache.as_ref() else { return Ok(()) };
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("dispatch") });
+        let recorded = context.record_pending(&mut encoder);
         let mut index = 0;
         while index < self.inner.steps.len() {
             if let Step::Copy { from, to, size } = &self.inner.steps[index] {
@@ -749,6 +766,7 @@ impl Graph {
             }
         }
         context.queue().submit([encoder.finish()]);
+        drop(recorded);
         Ok(())
     }
 }

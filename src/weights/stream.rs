@@ -8,14 +8,14 @@
 //! `GPUQueue.writeBuffer` chunk by chunk in JS (`BlobRangeReader.writeTo`), which is the best
 //! plain-JavaScript file-to-GPU path, with one call into JS and one fence per group.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
+use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen::JsCast;
 
@@ -24,6 +24,7 @@ use crate::graph::{DataType, OperandDescriptor};
 use crate::memory::host::write_padded;
 use crate::memory::{Restream, SharedConstant};
 use crate::ops::wgsl::buffer_size;
+use crate::runtime::context::PendingPass;
 use crate::runtime::{Context, Tensor, TensorDescriptor};
 use crate::weights::{Source, StoredType, TensorInfo, WeightFile};
 
@@ -41,11 +42,16 @@ pub struct LoadOptions {
     /// Chunks written to the queue between marks of the context's write fence (a group: at
     /// most four groups are in flight while reading goes on, see [`WriteFence`]).
     pub max_chunks_in_flight: u32,
+    /// Where float16 is widened to float32: `Some(true)` on the GPU (the file's bytes uploaded
+    /// as they are, then a kernel), `Some(false)` on the CPU; `None`: on the GPU unless the
+    /// adapter is a CPU (llvmpipe, SwiftShader), where the kernel runs on the same cores and is
+    /// slower than the CPU's own vector conversion.
+    pub widen_on_gpu: Option<bool>,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { float_type: None, chunk_bytes: 8 << 20, max_chunks_in_flight: 4 }
+        LoadOptions { float_type: None, chunk_bytes: 8 << 20, max_chunks_in_flight: 4, widen_on_gpu: None }
     }
 }
 
@@ -130,6 +136,9 @@ impl WeightFile {
         let (buffer, allocated) = context.create_buffer_checked_later(size, "weight");
         let stats =
             stream_tensor(context, &**source, info, descriptor.data_type, &buffer.buffer, options, progress).await?;
+        // A first load submits its widening at once, so its staging is gone when this resolves
+        // (a swap-in's waits for the dispatch that needs it).
+        context.submit_pending();
         allocated.await?;
         let memory = &context.inner.memory;
         memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
@@ -241,15 +250,26 @@ pub async fn stream_tensor<S: Source>(
         StoredType::F32 | StoredType::F16 | StoredType::I32 | StoredType::U32 | StoredType::I8 | StoredType::U8
     ) && stored.webnn_type(target) == target;
 
+    // float16 widened to float32 on the GPU: the file's bytes go up as they are (half the
+    // upload, no pass over them on the CPU) and a kernel writes the float32 bits.
+    let widen = stored == StoredType::F16
+        && target == DataType::Float32
+        && options.widen_on_gpu.unwrap_or(!context.device_traits().cpu);
+
     let mut reader = source.reader(info.offset, total);
-    let mut read: Vec<u8> = Vec::new();
-    let mut converted: Vec<u8> = Vec::new();
+    // The context keeps the two host buffers between streams, so a swap-in reuses them rather
+    // than faulting in fresh pages; not when they are larger than this stream's chunks (the
+    // bound above), and a stream running meanwhile (in the browser) allocates its own.
+    let (mut read, mut converted) = context.inner.loader_buffers.take();
+    let converted_chunk = (chunk_bytes / block_bytes * block_elements * out_size) as usize;
+    if read.capacity() > chunk_bytes as usize || converted.capacity() > converted_chunk {
+        (read, converted) = (Vec::new(), Vec::new());
+    }
     let mut stats = StreamStats::default();
     let fence = &context.inner.write_fence;
     let mut position = info.offset;
     let group = u64::from(options.max_chunks_in_flight.max(1));
     let mut direct = verbatim;
-    let mut in_flight = 0u64;
     while position < end {
         let first_element = (position - info.offset) / block_bytes * block_elements;
         let offset = first_element * out_size;
@@ -258,7 +278,9 @@ pub async fn stream_tensor<S: Source>(
         let n = if direct { (end - position).min(chunk_bytes * group) } else { (end - position).min(chunk_bytes) };
         direct = direct
             && reader.write_next(n as usize, chunk_bytes as usize, context.queue(), buffer, offset).await.map_err(in_tensor)?;
-        let (n, written, chunks) = if direct {
+        let (n, written, chunks) = if widen {
+            (n, widen_on_gpu(context, &mut *reader, n as usize, buffer, first_element, &mut read).await.map_err(in_tensor)?, 1)
+        } else if direct {
             (n, n, n.div_ceil(chunk_bytes))
         } else {
             let n = n.min(chunk_bytes) as usize;
@@ -283,31 +305,108 @@ pub async fn stream_tensor<S: Source>(
         stats.bytes_written += written;
         stats.peak_host_bytes = stats.peak_host_bytes.max((read.capacity() + converted.capacity()) as u64);
         position += n;
-        in_flight += chunks;
-        if in_flight >= group {
+        if fence.add_chunks(chunks, group) {
             fence.mark(context).await;
-            in_flight = 0;
         }
         progress(position - info.offset, total);
     }
-    // The last groups stay in flight: queue order puts them before any later use, and the GPU
-    // works through them while the next tensor is read.
-    if in_flight > 0 {
-        fence.mark(context).await;
-    }
+    context.inner.loader_buffers.replace((read, converted));
+    // The last chunks wait for the next submission (or mark), which queue order puts before
+    // any use: a swap-in of a few small tensors adds no submission of its own.
     Ok(stats)
+}
+
+/// Widens float16 to float32 exactly (signed zeros, subnormals, infinities; NaNs keep their
+/// payload and come out quiet, as the CPU's conversion makes them): the
+/// staging buffer holds `[first output word, element count]` and then the float16 elements.
+const WIDEN_F16: &str = "@group(0) @binding(0) var<storage, read> staged: array<u32>;
+@group(0) @binding(1) var<storage, read_write> widened: array<u32>;
+
+fn widen(h: u32) -> u32 {
+    let sign = (h & 0x8000u) << 16u;
+    let exponent = (h >> 10u) & 0x1fu;
+    let mantissa = h & 0x3ffu;
+    if (exponent == 0x1fu && mantissa != 0u) { return sign | 0x7fc00000u | (mantissa << 13u); }
+    if (exponent == 0x1fu) { return sign | 0x7f800000u; }
+    if (exponent != 0u) { return sign | ((exponent + 112u) << 23u) | (mantissa << 13u); }
+    if (mantissa == 0u) { return sign; }
+    // A subnormal, mantissa * 2^-24, is a normal float32 with its leading bit made implicit.
+    let top = firstLeadingBit(mantissa);
+    return sign | ((top + 103u) << 23u) | ((mantissa << (23u - top)) & 0x7fffffu);
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let pair = id.x + id.y * groups.x * 256u;
+    let count = staged[1];
+    let i = 2u * pair;
+    if (i >= count) { return; }
+    let halves = staged[2u + pair];
+    widened[staged[0] + i] = widen(halves & 0xffffu);
+    if (i + 1u < count) { widened[staged[0] + i + 1u] = widen(halves >> 16u); }
+}
+";
+
+/// Streams `n` bytes of float16 elements from `reader` into a staging buffer and queues their
+/// widening into `buffer` from element `first_element` on for the next submission; returns the
+/// bytes it will write to `buffer`. `read` is the host buffer for sources that cannot write to
+/// the GPU.
+async fn widen_on_gpu(
+    context: &Context,
+    reader: &mut (dyn crate::weights::source::RangeReader + '_),
+    n: usize,
+    buffer: &wgpu::Buffer,
+    first_element: u64,
+    read: &mut Vec<u8>,
+) -> Result<u64> {
+    let count = n as u64 / 2;
+    let (first, count32) = match (u32::try_from(first_element), u32::try_from(count)) {
+        (Ok(f), Ok(c)) if f.checked_add(c).is_some() => (f, c),
+        _ => return Err(Error::Type(format!("{count} elements at {first_element} are too many to widen on the GPU"))),
+    };
+    let staging = context.create_buffer_unchecked(8 + (n as u64).div_ceil(4) * 4, "float16 staging");
+    let queue = context.queue();
+    let mut header = [0u8; 8];
+    header[..4].copy_from_slice(&first.to_le_bytes());
+    header[4..].copy_from_slice(&count32.to_le_bytes());
+    queue.write_buffer(&staging.buffer, 0, &header);
+    if !reader.write_next(n, n.div_ceil(4) * 4, queue, &staging.buffer, 8).await? {
+        if read.len() < n {
+            read.resize(n, 0);
+        }
+        reader.read(&mut read[..n]).await?;
+        write_padded(queue, &staging.buffer, 8, &read[..n]);
+    }
+    let device = context.device();
+    let pipeline = context.inner.pipelines.get(device, WIDEN_F16, 1, 1).await?;
+    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("widen float16"),
+        layout: &pipeline.layout,
+        entries: &[
+            wgpu::BindGroupEntry { binding: 0, resource: staging.buffer.as_entire_binding() },
+            wgpu::BindGroupEntry { binding: 1, resource: buffer.as_entire_binding() },
+        ],
+    });
+    let groups = (count.div_ceil(2).div_ceil(256)).max(1);
+    let max = context.limits().max_compute_workgroups_per_dimension.max(1) as u64;
+    let (x, y) = (groups.min(max), groups.div_ceil(groups.min(max)));
+    context.queue_pass(PendingPass { pipeline, group, grid: [x as u32, y as u32], _staging: staging });
+    Ok(count * 4)
 }
 
 /// Bounds the chunk writes queued but not yet on the GPU (their staging copies belong to the
 /// driver or the browser), for the whole context: a mark follows every group of
-/// `max_chunks_in_flight` chunks and waits for the writes before the mark `FENCE_DEPTH` marks
-/// earlier, so at most `FENCE_DEPTH + 1` groups are in flight while reading goes on. Shared by
-/// consecutive tensors (and concurrent streams), no tensor waits for its own last writes: a
-/// wait per tensor costs a GPU round trip that, on a loaded machine, took as long as reading
-/// the tensor.
+/// `max_chunks_in_flight` chunks, counted across tensors (and concurrent streams), and waits for
+/// the writes before the mark `FENCE_DEPTH` marks earlier, so at most `FENCE_DEPTH + 1` groups
+/// are in flight while reading goes on. No tensor waits for its own last writes: a wait per
+/// tensor costs a GPU round trip that, on a loaded machine, took as long as reading the tensor;
+/// and a tensor's last chunks go with the next submission, so a swap-in of a few small tensors
+/// adds no submission of its own.
 #[derive(Default)]
 pub(crate) struct WriteFence {
     marks: RefCell<VecDeque<Marker>>,
+    /// Chunks written since the last submission.
+    chunks: Cell<u64>,
 }
 
 /// Marks not yet waited for: with groups of four 8 MiB chunks, at most 128 MiB in flight.
@@ -320,6 +419,17 @@ type Marker = wgpu::SubmissionIndex;
 type Marker = wasm_bindgen_futures::JsFuture;
 
 impl WriteFence {
+    /// Counts `n` chunks written; `true` when a group is complete and a mark is due.
+    fn add_chunks(&self, n: u64, group: u64) -> bool {
+        self.chunks.set(self.chunks.get() + n);
+        self.chunks.get() >= group
+    }
+
+    /// Every submission carries the writes before it to the GPU.
+    pub(crate) fn submitted(&self) {
+        self.chunks.set(0);
+    }
+
     async fn mark(&self, context: &Context) {
         // The borrow ends before the await: concurrent streams share the queue.
         let oldest = {
@@ -337,9 +447,10 @@ impl WriteFence {
     }
 }
 
+/// Natively the submission of the pending passes (widening) marks the point.
 #[cfg(not(target_arch = "wasm32"))]
 fn marker(context: &Context) -> Option<Marker> {
-    Some(context.queue().submit([]))
+    Some(context.submit_pending())
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -347,9 +458,11 @@ async fn wait(context: &Context, index: Marker) {
     let _ = context.device().poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None });
 }
 
-/// In the browser `onSubmittedWorkDone()` resolves once the writes before it reached the GPU.
+/// In the browser `onSubmittedWorkDone()` resolves once the writes before it reached the GPU;
+/// pending passes go first, as their staging buffers are device memory.
 #[cfg(target_arch = "wasm32")]
 fn marker(context: &Context) -> Option<Marker> {
+    context.submit_pending();
     let queue = context.queue().as_webgpu()?;
     let promise: js_sys::Promise = queue.on_submitted_work_done().unchecked_into();
     Some(wasm_bindgen_futures::JsFuture::from(promise))
@@ -388,14 +501,12 @@ pub fn convert_chunk(
         StoredType::F16 if target == DataType::Float32 => {
             // Blocks through half's slice conversion (F16C where the CPU has it): a miss of an
             // evicted float16 expert streams back at memory speed rather than element by element.
-            let mut halves = [f16::ZERO; 1024];
+            let mut bits = [0u16; 1024];
             let mut floats = [0f32; 1024];
-            for block in input.chunks(2 * halves.len()) {
+            for block in input.chunks(2 * bits.len()) {
                 let n = block.len() / 2;
-                for (h, b) in halves[..n].iter_mut().zip(block.chunks_exact(2)) {
-                    *h = f16::from_le_bytes([b[0], b[1]]);
-                }
-                halves[..n].convert_to_f32_slice(&mut floats[..n]);
+                bytemuck::cast_slice_mut::<u16, u8>(&mut bits[..n]).copy_from_slice(&block[..2 * n]);
+                bits[..n].reinterpret_cast::<f16>().convert_to_f32_slice(&mut floats[..n]);
                 // Native order is little-endian on every target (wasm32, x86-64, aarch64).
                 out.extend_from_slice(bytemuck::cast_slice(&floats[..n]));
             }

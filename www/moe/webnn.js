@@ -16,15 +16,16 @@
 // an evicted expert goes to the "disk" tier and streams back from the file. Without the
 // extensions (and in the rebuild baseline) the constants are JS Float32Arrays from the bytes.
 //
-// Memory modes for the expert graphs (the other graphs stay resident unless the budget evicts
-// them):
+// Memory modes for the expert graphs (the other graphs, which every token runs, have the "high"
+// evictionPriority, so a budget evicts experts first):
 // - "resident": every graph resident, no budget.
 // - "lru": the context's memoryBudget = non-expert bytes + fraction x expert bytes; the runtime
 //   evicts the least recently dispatched graphs (the EXTENSIONS.md budget).
 // - "explicit": the page manages it: swapIn() before an expert's use, and after each layer
 //   swapOut() of the least recently used experts until the context is within the same budget
 //   (USE-CASES.md case 2's load / predict / unload loop; fraction 0 unloads after every use).
-// - "rebuild": the standard API only: each expert use builds its graph from JS ArrayBuffers,
+// - "rebuild": the standard API only: each expert use builds its graph from JS ArrayBuffers
+//   (float32 copies of every expert, read once and held: the native example's "rebuild-host"),
 //   dispatches it and destroys it.
 import { checkTensors, tensorFloat32, route, ropeAngles, parseSafetensors } from "./model.js";
 
@@ -269,6 +270,10 @@ export class WebnnMoe {
     const x = b.input("x", desc([1, d]));
     const normed = await g.rmsnorm(x, "norm.weight", c.norm_eps);
     this.final = await b.build({ logits: await g.linear(normed, "lm_head.weight") });
+    // Every token runs these: under a memoryBudget the runtime evicts experts before them.
+    for (const graph of [this.embedding, ...this.attention, ...this.router, this.final]) {
+      if ("evictionPriority" in graph) graph.evictionPriority = "high";
+    }
     progress();
   }
 
