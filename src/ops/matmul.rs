@@ -339,7 +339,7 @@ impl Product<'_> {
         let ([_, sak], [sbk, sbn]) = (self.a_strides, self.b_strides);
         let along_k = sak == 1 && sbk == 1;
         if n <= GEMV_ROWS && along_k {
-            return Ok(Lowering::single(self.dot()?));
+            return self.dot_for(Regs { wx: 1, wy: CPU_GEMV_THREADS, tm: 4, tn: 4 });
         }
         if m <= GEMV_ROWS && sbn == 1 {
             return match self.gemv_regs() {
@@ -348,7 +348,7 @@ impl Product<'_> {
             };
         }
         if m <= GEMV_ROWS && along_k {
-            return Ok(Lowering::single(self.dot()?));
+            return self.dot_for(Regs { wx: CPU_GEMV_THREADS, wy: 1, tm: m, tn: 4 });
         }
         if m < DIRECT_BELOW || n < DIRECT_BELOW {
             return Ok(Lowering::single(self.direct()?));
@@ -356,6 +356,18 @@ impl Product<'_> {
         match self.choose_tiles() {
             Kernel::Tiles(t) => self.packed(|ty, target| self.tiled(t, ty, target)),
             Kernel::Regs(r) => self.packed(|ty, target| self.registers(r, ty, target)),
+        }
+    }
+
+    /// The dot kernel, or on a CPU adapter (or forced) dot products in registers with blocks
+    /// shaped like `cpu`. A forced GEMV shape forces the dot kernel too (tests of the GPU path).
+    fn dot_for(&self, cpu: Regs) -> Result<Lowering> {
+        match self.regs_override() {
+            Some(r) => self.packed(|t, target| self.dots(Regs { tm: r.tm.min(cpu.tm), ..r }, t, target)),
+            None if self.device.cpu && shape_override("WEBNN_WGPU_GEMV").is_none() => {
+                self.packed(|t, target| self.dots(cpu, t, target))
+            }
+            None => Ok(Lowering::single(self.dot()?)),
         }
     }
 
@@ -727,6 +739,90 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             }
             tail = format!("    for (var k = {}u; k < {k}u; k++) {{\n{tail}    }}\n", k - k % 4);
         }
+        src += &format!(
+            r#"@compute @workgroup_size({threads})
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let g = wid.x + wid.y * nwg.x;
+    if (g >= {groups}u) {{ return; }}
+    let batch = g / {per_batch}u;
+    let tile = g % {per_batch}u;
+    let r0 = (tile / {tiles_n}u) * {bm}u + (lid / {wx}u) * {tm}u;
+    let c0 = (tile % {tiles_n}u) * {bn}u + (lid % {wx}u) * {tn}u;
+    if (r0 >= {m}u || c0 >= {n}u) {{ return; }}
+    let ab = a_base(batch);
+    let bb = b_base(batch);
+    let o = batch * {mn}u;
+{setup}{acc}    for (var k = 0u; k < {k4}u; k += 4u) {{
+{step}    }}
+{tail}{store}}}
+"#,
+            wx = r.wx,
+            tm = r.tm,
+            tn = r.tn,
+            k4 = k - k % 4,
+            mn = m as u64 * n as u64,
+        );
+        Ok(Launch {
+            source: src,
+            reads: self.reads(),
+            writes: vec![target],
+            invocations: groups * threads as u64,
+            workgroup_size: threads,
+        })
+    }
+
+    /// Dot products in registers when A and B are both contiguous along K (gemm with bTranspose,
+    /// N = 1), for CPU adapters: each invocation sums a `tm x tn` block over K in quads, with no
+    /// reduction across invocations. Edge rows and columns read the last one and are not stored;
+    /// columns past N in every block are not computed.
+    fn dots(&self, r: Regs, out_type: DataType, target: BufRef) -> Result<Launch> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        let [sam, _] = self.a_strides;
+        let [_, sbn] = self.b_strides;
+        let (bm, bn, threads) = (r.wy * r.tm, r.wx * r.tn, r.wx * r.wy);
+        let tiles_n = n.div_ceil(bn) as u64;
+        let per_batch = m.div_ceil(bm) as u64 * tiles_n;
+        let groups = per_batch * self.batch_count();
+        self.groups_fit(groups)?;
+        let al = k % 4 == 0;
+        let out_vec = out_type == DataType::Float32 && n % 4 == 0;
+        let mut src = self.prologue([(al, al), (al, al)], out_type, out_vec)?;
+        let quad = |name: &str, e: String| {
+            if al {
+                format!("quad_{name}({e})")
+            } else {
+                format!("vec4<f32>({})", (0..4).map(|i| format!("load_{name}({e} + {i}u)")).collect::<Vec<_>>().join(", "))
+            }
+        };
+        let cols: Vec<u32> = (0..r.tn).filter(|&j| j < n).collect();
+        let mut setup = String::new();
+        let mut acc = String::new();
+        let mut step = String::new();
+        let mut tail = String::new();
+        let mut store = String::new();
+        for i in 0..r.tm {
+            setup += &format!("    let ra{i} = ab + min(r0 + {i}u, {}u) * {sam}u;\n", m.saturating_sub(1));
+            step += &format!("        let a{i} = {};\n", quad("a", format!("ra{i} + k")));
+            tail += &format!("        let a{i} = load_a(ra{i} + k);\n");
+        }
+        for &j in &cols {
+            setup += &format!("    let rb{j} = bb + min(c0 + {j}u, {}u) * {sbn}u;\n", n.saturating_sub(1));
+            step += &format!("        let b{j} = {};\n", quad("b", format!("rb{j} + k")));
+            tail += &format!("        let b{j} = load_b(rb{j} + k);\n");
+        }
+        for i in 0..r.tm {
+            for &j in &cols {
+                acc += &format!("    var s{i}_{j} = vec4<f32>(0.0);\n");
+                step += &format!("        s{i}_{j} = s{i}_{j} + a{i} * b{j};\n");
+                tail += &format!("        s{i}_{j}.x = s{i}_{j}.x + a{i} * b{j};\n");
+            }
+            for q in 0..r.tn.div_ceil(4) {
+                let v = (4 * q..4 * q + 4)
+                    .map(|j| if cols.contains(&j) { format!("dot(s{i}_{j}, vec4<f32>(1.0))") } else { "0.0".into() });
+                store += &format!("    store(vec4<f32>({}), r0 + {i}u, c0 + {}u, o);\n", v.collect::<Vec<_>>().join(", "), 4 * q);
+            }
+        }
+        let tail = if k % 4 == 0 { String::new() } else { format!("    for (var k = {}u; k < {k}u; k++) {{\n{tail}    }}\n", k - k % 4) };
         src += &format!(
             r#"@compute @workgroup_size({threads})
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
