@@ -5,18 +5,25 @@
 //! offsets broadcast from the output's batch index (matmul). Accumulation is in f32 for float32 and
 //! float16 alike (float16 stored packed two to a u32 word, so no `shader-f16` is needed). Kernels,
 //! chosen by shape and adapter:
-//! - tiled (M, N >= 16): register-blocked tiles of A and B in workgroup memory, loaded in quads
-//!   (vec4 for aligned float32), each invocation accumulating a `tm x tn` block in vec4 registers
-//!   with the k-loop unrolled; no bounds checks when M, N, K divide the tile. On a GPU 128x128
-//!   tiles (8x8 per invocation) when they give enough workgroups, else 64x64; on a CPU-emulated
-//!   adapter a 64x64 kernel with element loads, which llvmpipe runs faster.
-//! - GEMV (M <= 8, B contiguous along N: token decoding): coalesced quad loads across N, K split
-//!   over the workgroup's invocations and, on a GPU, over workgroups (partial sums added by a
+//! - tiled (M, N >= 16), on a GPU: register-blocked tiles of A and B in workgroup memory, loaded
+//!   in quads (vec4 for aligned float32), each invocation accumulating a `tm x tn` block in vec4
+//!   registers with the k-loop unrolled; no bounds checks when M, N, K divide the tile. 128x128
+//!   tiles (8x8 per invocation) when they give enough workgroups, else 64x64.
+//! - registers (M, N >= 16, and M <= 8 with B contiguous along N), on a CPU-emulated adapter
+//!   (SwiftShader, llvmpipe: a workgroup's invocations are SIMD lanes of a CPU thread, barriers
+//!   and workgroup memory are slow, caches are large): no workgroup memory, each invocation an
+//!   8x8 block (or all M <= 8 rows by 8 columns) straight from the operands, K in quads.
+//! - GEMV (M <= 8, B contiguous along N: token decoding), on a GPU: coalesced quad loads across
+//!   N, K split over the workgroup's invocations and over workgroups (partial sums added by a
 //!   second launch), so the weight is streamed once at memory bandwidth.
-//! - dot (A and B contiguous along K: N = 1, or gemm with bTranspose and small M): a group of
-//!   invocations per output, reduced in workgroup memory.
+//! - dot (A and B contiguous along K: N = 1, or gemm with bTranspose and small M): on a GPU a
+//!   group of invocations per output, reduced in workgroup memory; on a CPU adapter each
+//!   invocation sums its own block of outputs along K in quads.
 //! - direct: the remaining small shapes (9..15 rows, or 2..8 columns with B strided along K):
 //!   each output word summed by 8 invocations over interleaved slices of K.
+//!
+//! Every kernel applies `finish(acc, m, n)` (alpha, beta * C) to each output, most of them
+//! through `store(quad, row, col, o)`: the place an epilogue goes.
 
 use crate::error::{Error, Result};
 use crate::graph::operand::{broadcast_shapes, is_unidirectionally_broadcastable, MAX_RANK};
