@@ -198,7 +198,7 @@ impl Tiles {
 
 /// Tile shapes from largest to smallest, for a GPU: many outputs per invocation reuse registers
 /// (128x128 tiles, 8x8 each, 16-deep when workgroup storage allows: 34 TFLOP/s at 4096^3 on an
-/// H200, against 31 for 8-deep and 29 for 64x64 tiles). CPU adapters use [`Product::tiled_cpu`]
+/// H200, against 31 for 8-deep and 29 for 64x64 tiles). CPU adapters use [`Product::registers`]
 /// unless a shape is forced.
 const GPU_TILES: &[Tiles] = &[
     Tiles::new(16, 16, 8, 8, 16),
@@ -418,9 +418,10 @@ impl Product<'_> {
         }
         let groups = |t: &Tiles| self.m.div_ceil(t.bm()) as u64 * self.n.div_ceil(t.bn()) as u64 * self.batch_count();
         let fitting: Vec<Tiles> = GPU_TILES.iter().copied().filter(|t| t.fits(d)).collect();
-        // WebGPU's minimum limits (256 invocations, 16 KiB) fit every listed shape.
+        // WebGPU's minimum limits (256 invocations, 16 KiB) fit every listed shape; the register
+        // kernel (64 invocations, no workgroup memory) would fit any device.
         let t = fitting.iter().copied().find(|t| groups(t) >= GPU_MIN_GROUPS).or(fitting.last().copied());
-        Kernel::Tiles(t.unwrap_or(GPU_TILES[GPU_TILES.len() - 1]))
+        t.map_or(Kernel::Regs(CPU_REGS), Kernel::Tiles)
     }
 
     fn regs_override(&self) -> Option<Regs> {
@@ -453,10 +454,6 @@ impl Product<'_> {
                     return Gemv { wx, wk, splits: splits.min(k.max(1)) };
                 }
             }
-        }
-        // llvmpipe, 1x1024x1024: 10 ms with 16x16, 13 ms with 64x4 or 256x1, 16 ms split over 4.
-        if self.device.cpu {
-            return Gemv { wx: 16, wk: 16, splits: 1 };
         }
         let (wx, wk) = (64, 4);
         let col_groups = n.div_ceil(4 * wx) as u64 * self.batch_count();
