@@ -1,7 +1,7 @@
 //! matmul and gemm.
 //!
-//! Both lower to one matrix-product generator: `out[batch, m, n] = alpha * sum_k A[m, k] * B[k, n]
-//! + beta * C[m, n]`, with A and B read through strides (which covers gemm's transposes) and batch
+//! Both lower to one matrix-product generator:
+//! `out[batch, m, n] = alpha * sum_k A[m, k] * B[k, n] + beta * C[m, n]`, with A and B read through strides (which covers gemm's transposes) and batch
 //! offsets broadcast from the output's batch index (matmul). Accumulation is in f32 for float32 and
 //! float16 alike (float16 stored packed two to a u32 word, so no `shader-f16` is needed). Kernels,
 //! chosen by shape and adapter:
@@ -382,7 +382,7 @@ impl Product<'_> {
     /// float16 word holds two neighbouring outputs; with an odd N they can fall to different
     /// invocations, so then the kernel writes f32 to scratch and a second launch packs the words.
     fn packed(&self, kernel: impl Fn(DataType, BufRef) -> Result<Launch>) -> Result<Lowering> {
-        if self.data_type != DataType::Float16 || self.n % 2 == 0 {
+        if self.data_type != DataType::Float16 || self.n.is_multiple_of(2) {
             return Ok(Lowering::single(kernel(self.data_type, BufRef::Output(0))?));
         }
         let scratch = OperandDescriptor::new(DataType::Float32, self.out.shape.clone());
