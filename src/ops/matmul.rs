@@ -3,8 +3,9 @@
 //! Both lower to one matrix-product generator:
 //! `out[batch, m, n] = alpha * sum_k A[m, k] * B[k, n] + beta * C[m, n]`, with A and B read
 //! through strides (which covers gemm's transposes) and batch offsets broadcast from the
-//! output's batch index (matmul). Accumulation is in f32 for float32 and float16 alike (float16 stored packed two to a u32 word, so no `shader-f16` is needed). Kernels,
-//! chosen by shape and adapter:
+//! output's batch index (matmul). Accumulation is in f32 for float32 and float16 alike (float16
+//! stored packed two to a u32 word, so no `shader-f16` is needed). Kernels, chosen by shape and
+//! adapter:
 //! - tiled (M, N >= 16), on a GPU: register-blocked tiles of A and B in workgroup memory, loaded
 //!   in quads (vec4 for aligned float32), each invocation accumulating a `tm x tn` block in vec4
 //!   registers with the k-loop unrolled; no bounds checks when M, N, K divide the tile. 128x128
