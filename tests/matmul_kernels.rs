@@ -1,8 +1,8 @@
 //! Every matmul kernel variant against the float64 reference, whatever adapter runs the tests:
-//! the GPU tile shapes and GEMV splits are forced through the benchmarking overrides (one test
-//! function, so the environment is not shared with concurrent tests). Shapes that divide the
-//! tiles (unchecked loads) and ones that do not, M = 1, N = 1, K = 1, broadcast batches, float16
-//! with even and odd N, gemm transposes with `c`.
+//! the GPU tile shapes, GEMV splits and register-kernel blocks are forced through the
+//! benchmarking overrides (one test function, so the environment is not shared with concurrent
+//! tests). Shapes that divide the tiles (unchecked loads) and ones that do not, M = 1, N = 1,
+//! K = 1, broadcast batches, float16 with even and odd N, gemm transposes with `c`.
 
 mod common;
 #[path = "common/product.rs"]
@@ -67,6 +67,13 @@ fn every_kernel_variant_against_reference() {
     for (tiles, gemv) in [("16,16,8,8,16", "64,4,4"), ("16,16,4,4,16", "16,16,1"), ("8,8,4,4,16", "8,2,3")] {
         std::env::set_var("WEBNN_WGPU_MATMUL_TILES", tiles);
         std::env::set_var("WEBNN_WGPU_GEMV", gemv);
+        run_all(&mut rng);
+    }
+    // The register kernel (the default on CPU adapters), for matmul and M <= 8 alike.
+    std::env::remove_var("WEBNN_WGPU_MATMUL_TILES");
+    std::env::remove_var("WEBNN_WGPU_GEMV");
+    for regs in ["8,8,8,8", "4,2,3,4", "16,1,4,16"] {
+        std::env::set_var("WEBNN_WGPU_MATMUL_REGS", regs);
         run_all(&mut rng);
     }
 }

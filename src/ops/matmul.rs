@@ -1,22 +1,30 @@
 //! matmul and gemm.
 //!
-//! Both lower to one matrix-product generator: `out[batch, m, n] = alpha * sum_k A[m, k] * B[k, n]
-//! + beta * C[m, n]`, with A and B read through strides (which covers gemm's transposes) and batch
-//! offsets broadcast from the output's batch index (matmul). Accumulation is in f32 for float32 and
-//! float16 alike (float16 stored packed two to a u32 word, so no `shader-f16` is needed). Kernels,
-//! chosen by shape and adapter:
-//! - tiled (M, N >= 16): register-blocked tiles of A and B in workgroup memory, loaded in quads
-//!   (vec4 for aligned float32), each invocation accumulating a `tm x tn` block in vec4 registers
-//!   with the k-loop unrolled; no bounds checks when M, N, K divide the tile. On a GPU 128x128
-//!   tiles (8x8 per invocation) when they give enough workgroups, else 64x64; on a CPU-emulated
-//!   adapter a 64x64 kernel with element loads, which llvmpipe runs faster.
-//! - GEMV (M <= 8, B contiguous along N: token decoding): coalesced quad loads across N, K split
-//!   over the workgroup's invocations and, on a GPU, over workgroups (partial sums added by a
+//! Both lower to one matrix-product generator:
+//! `out[batch, m, n] = alpha * sum_k A[m, k] * B[k, n] + beta * C[m, n]`, with A and B read
+//! through strides (which covers gemm's transposes) and batch offsets broadcast from the
+//! output's batch index (matmul). Accumulation is in f32 for float32 and float16 alike (float16
+//! stored packed two to a u32 word, so no `shader-f16` is needed). Kernels, chosen by shape and
+//! adapter:
+//! - tiled (M, N >= 16), on a GPU: register-blocked tiles of A and B in workgroup memory, loaded
+//!   in quads (vec4 for aligned float32), each invocation accumulating a `tm x tn` block in vec4
+//!   registers with the k-loop unrolled; no bounds checks when M, N, K divide the tile. 128x128
+//!   tiles (8x8 per invocation) when they give enough workgroups, else 64x64.
+//! - registers (M, N >= 16, and M <= 8 with B contiguous along N), on a CPU-emulated adapter
+//!   (SwiftShader, llvmpipe: a workgroup's invocations are SIMD lanes of a CPU thread, barriers
+//!   and workgroup memory are slow, caches are large): no workgroup memory, each invocation an
+//!   8x8 block (or all M <= 8 rows by 8 columns) straight from the operands, K in quads.
+//! - GEMV (M <= 8, B contiguous along N: token decoding), on a GPU: coalesced quad loads across
+//!   N, K split over the workgroup's invocations and over workgroups (partial sums added by a
 //!   second launch), so the weight is streamed once at memory bandwidth.
-//! - dot (A and B contiguous along K: N = 1, or gemm with bTranspose and small M): a group of
-//!   invocations per output, reduced in workgroup memory.
+//! - dot (A and B contiguous along K: N = 1, or gemm with bTranspose and small M): on a GPU a
+//!   group of invocations per output, reduced in workgroup memory; on a CPU adapter each
+//!   invocation sums its own block of outputs along K in quads.
 //! - direct: the remaining small shapes (9..15 rows, or 2..8 columns with B strided along K):
 //!   each output word summed by 8 invocations over interleaved slices of K.
+//!
+//! Every kernel applies `finish(acc, m, n)` (alpha, beta * C) to each output, most of them
+//! through `store(quad, row, col, o)`: the place an epilogue goes.
 
 use crate::error::{Error, Result};
 use crate::graph::operand::{broadcast_shapes, is_unidirectionally_broadcastable, MAX_RANK};
@@ -194,7 +202,7 @@ impl Tiles {
 
 /// Tile shapes from largest to smallest, for a GPU: many outputs per invocation reuse registers
 /// (128x128 tiles, 8x8 each, 16-deep when workgroup storage allows: 34 TFLOP/s at 4096^3 on an
-/// H200, against 31 for 8-deep and 29 for 64x64 tiles). CPU adapters use [`Product::tiled_cpu`]
+/// H200, against 31 for 8-deep and 29 for 64x64 tiles). CPU adapters use [`Product::registers`]
 /// unless a shape is forced.
 const GPU_TILES: &[Tiles] = &[
     Tiles::new(16, 16, 8, 8, 16),
@@ -202,6 +210,12 @@ const GPU_TILES: &[Tiles] = &[
     Tiles::new(16, 16, 4, 4, 16),
     Tiles::new(8, 8, 4, 4, 16),
 ];
+/// A kernel for the general (tiled) case.
+enum Kernel {
+    Tiles(Tiles),
+    Regs(Regs),
+}
+
 /// The largest tile is taken when it still gives this many workgroups (a GPU has up to ~150
 /// compute units).
 const GPU_MIN_GROUPS: u64 = 120;
@@ -226,11 +240,29 @@ const DIRECT_BELOW: u32 = 16;
 /// The direct kernel's output words per workgroup and the k-slices each word is split into.
 const DIRECT_WORDS: u64 = 32;
 const DIRECT_SLICES: u32 = 8;
-/// The CPU tiled kernel's square tile.
-const TILE: u32 = 64;
+/// The register kernel's shape for CPU adapters ([`Product::registers`]): a workgroup of
+/// `wx * wy` invocations, each computing a `tm x tn` block straight from the operands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Regs {
+    pub wx: u32,
+    pub wy: u32,
+    pub tm: u32,
+    pub tn: u32,
+}
+
+/// Matmul on a CPU adapter: 8x8 blocks in workgroups of 8x8 invocations. SwiftShader, 1024^3:
+/// 3.2 GFLOP/s against 0.5 for 64x64 tiles through workgroup memory (4x4 blocks 1.0, 4x8 1.9;
+/// workgroups of 16 invocations 2.4).
+const CPU_REGS: Regs = Regs { wx: 8, wy: 8, tm: 8, tn: 8 };
+/// GEMV on a CPU adapter: 8 columns per invocation, 16 invocations a workgroup (SwiftShader,
+/// 1x4096x4096: 0.5-0.8 GFLOP/s against 0.25 for 4 columns in workgroups of 64).
+const CPU_GEMV_COLS: u32 = 8;
+const CPU_GEMV_THREADS: u32 = 16;
 
 /// Benchmarking override of the tile or GEMV shape (`WEBNN_WGPU_MATMUL_TILES=wx,wy,tm,tn,bk`,
-/// `WEBNN_WGPU_GEMV=wx,wk,splits`), so shapes can be tuned on a device without rebuilding.
+/// `WEBNN_WGPU_GEMV=wx,wk,splits`; the register kernel with `WEBNN_WGPU_MATMUL_REGS=wx,wy,tm,tn`,
+/// which also applies to M <= 8 when B is contiguous along N), so shapes can be tuned on a device
+/// without rebuilding, and every variant tested on any adapter.
 fn shape_override(name: &str) -> Option<Vec<u32>> {
     if cfg!(target_arch = "wasm32") {
         return None;
@@ -324,66 +356,104 @@ impl Product<'_> {
         let ([_, sak], [sbk, sbn]) = (self.a_strides, self.b_strides);
         let along_k = sak == 1 && sbk == 1;
         if n <= GEMV_ROWS && along_k {
-            return Ok(Lowering::single(self.dot()?));
+            return self.dot_for(Regs { wx: 1, wy: CPU_GEMV_THREADS, tm: 4, tn: 4 });
         }
         if m <= GEMV_ROWS && sbn == 1 {
-            return self.gemv();
+            return match self.gemv_regs() {
+                Some(r) => self.packed(|t, target| self.registers(r, t, target)),
+                None => self.gemv(),
+            };
         }
         if m <= GEMV_ROWS && along_k {
-            return Ok(Lowering::single(self.dot()?));
+            return self.dot_for(Regs { wx: CPU_GEMV_THREADS, wy: 1, tm: m, tn: 4 });
         }
         if m < DIRECT_BELOW || n < DIRECT_BELOW {
             return Ok(Lowering::single(self.direct()?));
         }
-        let tiles = self.choose_tiles();
-        // A float16 word holds two neighbouring outputs; with an odd N they can fall in different
-        // tiles, so the tiles write f32 to scratch and a second launch packs the words.
-        if self.data_type == DataType::Float16 && n % 2 == 1 {
-            let scratch = OperandDescriptor::new(DataType::Float32, self.out.shape.clone());
-            let tiled = self.tiled_for(tiles, DataType::Float32, BufRef::Scratch(0))?;
-            let mut pack = ElementwiseKernel {
-                inputs: vec![("s", &scratch)],
-                output: self.out,
-                helpers: String::new(),
-                body: "    return load_s(i);".into(),
-            }
-            .build()?;
-            pack.reads = vec![BufRef::Scratch(0)];
-            return Ok(Lowering::Kernels {
-                scratch: vec![crate::ops::wgsl::buffer_size(&scratch)],
-                launches: vec![tiled, pack],
-            });
+        match self.choose_tiles() {
+            Kernel::Tiles(t) => self.packed(|ty, target| self.tiled(t, ty, target)),
+            Kernel::Regs(r) => self.packed(|ty, target| self.registers(r, ty, target)),
         }
-        Ok(Lowering::single(self.tiled_for(tiles, self.data_type, BufRef::Output(0))?))
+    }
+
+    /// The dot kernel, or on a CPU adapter (or forced) dot products in registers with blocks
+    /// shaped like `cpu`. A forced GEMV shape forces the dot kernel too (tests of the GPU path).
+    fn dot_for(&self, cpu: Regs) -> Result<Lowering> {
+        match self.regs_override() {
+            Some(r) => self.packed(|t, target| self.dots(Regs { tm: r.tm.min(cpu.tm), ..r }, t, target)),
+            None if self.device.cpu && shape_override("WEBNN_WGPU_GEMV").is_none() => {
+                self.packed(|t, target| self.dots(cpu, t, target))
+            }
+            None => Ok(Lowering::single(self.dot()?)),
+        }
+    }
+
+    /// One launch of a kernel writing whole quads (`kernel(out_type, target)`) to the output. A
+    /// float16 word holds two neighbouring outputs; with an odd N they can fall to different
+    /// invocations, so then the kernel writes f32 to scratch and a second launch packs the words.
+    fn packed(&self, kernel: impl Fn(DataType, BufRef) -> Result<Launch>) -> Result<Lowering> {
+        if self.data_type != DataType::Float16 || self.n.is_multiple_of(2) {
+            return Ok(Lowering::single(kernel(self.data_type, BufRef::Output(0))?));
+        }
+        let scratch = OperandDescriptor::new(DataType::Float32, self.out.shape.clone());
+        let first = kernel(DataType::Float32, BufRef::Scratch(0))?;
+        let mut pack = ElementwiseKernel {
+            inputs: vec![("s", &scratch)],
+            output: self.out,
+            helpers: String::new(),
+            body: "    return load_s(i);".into(),
+        }
+        .build()?;
+        pack.reads = vec![BufRef::Scratch(0)];
+        Ok(Lowering::Kernels { scratch: vec![crate::ops::wgsl::buffer_size(&scratch)], launches: vec![first, pack] })
     }
 
     /// The largest tile (for the adapter kind) that still gives enough workgroups; the smallest
-    /// that fits the device's limits otherwise.
-    /// `None` on a CPU adapter: [`Self::tiled_cpu`].
-    fn choose_tiles(&self) -> Option<Tiles> {
+    /// that fits the device's limits otherwise. CPU adapters use the register kernel.
+    fn choose_tiles(&self) -> Kernel {
         let d = &self.device;
         if let Some(v) = shape_override("WEBNN_WGPU_MATMUL_TILES") {
             if let [wx, wy, tm, tn, bk] = v[..] {
                 let t = Tiles::new(wx, wy, tm, tn, bk);
                 if t.fits(d) {
-                    return Some(t);
+                    return Kernel::Tiles(t);
                 }
             }
         }
+        if let Some(r) = self.regs_override() {
+            return Kernel::Regs(r);
+        }
         if d.cpu {
-            return None;
+            return Kernel::Regs(CPU_REGS);
         }
         let groups = |t: &Tiles| self.m.div_ceil(t.bm()) as u64 * self.n.div_ceil(t.bn()) as u64 * self.batch_count();
         let fitting: Vec<Tiles> = GPU_TILES.iter().copied().filter(|t| t.fits(d)).collect();
-        // WebGPU's minimum limits (256 invocations, 16 KiB) fit every listed shape.
-        fitting.iter().copied().find(|t| groups(t) >= GPU_MIN_GROUPS).or(fitting.last().copied())
+        // WebGPU's minimum limits (256 invocations, 16 KiB) fit every listed shape; the register
+        // kernel (64 invocations, no workgroup memory) would fit any device.
+        let t = fitting.iter().copied().find(|t| groups(t) >= GPU_MIN_GROUPS).or(fitting.last().copied());
+        t.map_or(Kernel::Regs(CPU_REGS), Kernel::Tiles)
     }
 
-    fn tiled_for(&self, tiles: Option<Tiles>, out_type: DataType, target: BufRef) -> Result<Launch> {
-        match tiles {
-            Some(t) => self.tiled(t, out_type, target),
-            None => self.tiled_cpu(out_type, target),
+    fn regs_override(&self) -> Option<Regs> {
+        match shape_override("WEBNN_WGPU_MATMUL_REGS")?[..] {
+            [wx, wy, tm, tn] if wx > 0 && wy > 0 && tm > 0 && tn > 0 && tn % 4 == 0 => {
+                (wx * wy <= self.device.invocations).then_some(Regs { wx, wy, tm, tn })
+            }
+            _ => None,
         }
+    }
+
+    /// The register kernel for M <= 8 (every row in one invocation) on a CPU adapter, where the
+    /// GEMV kernel's reduction through workgroup memory costs more than it gains; `None` for the
+    /// GEMV kernel (a GPU, or its shape forced).
+    fn gemv_regs(&self) -> Option<Regs> {
+        if shape_override("WEBNN_WGPU_GEMV").is_some() {
+            return None;
+        }
+        if let Some(r) = self.regs_override() {
+            return Some(Regs { wy: 1, tm: self.m, ..r });
+        }
+        self.device.cpu.then_some(Regs { wx: CPU_GEMV_THREADS, wy: 1, tm: self.m, tn: CPU_GEMV_COLS })
     }
 
     fn choose_gemv(&self) -> Gemv {
@@ -394,10 +464,6 @@ impl Product<'_> {
                     return Gemv { wx, wk, splits: splits.min(k.max(1)) };
                 }
             }
-        }
-        // llvmpipe, 1x1024x1024: 10 ms with 16x16, 13 ms with 64x4 or 256x1, 16 ms split over 4.
-        if self.device.cpu {
-            return Gemv { wx: 16, wk: 16, splits: 1 };
         }
         let (wx, wk) = (64, 4);
         let col_groups = n.div_ceil(4 * wx) as u64 * self.batch_count();
@@ -603,94 +669,203 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         })
     }
 
-    /// The tiled kernel for CPU adapters: 64x64 tiles of 4x4 per invocation from 16-deep tiles
-    /// loaded element by element. On llvmpipe it runs 1.5x faster than [`Self::tiled`] at the same
-    /// shape (quad loads become gathers across SIMD lanes there), see BENCHMARKS.md.
-    fn tiled_cpu(&self, out_type: DataType, target: BufRef) -> Result<Launch> {
+    /// The register kernel, for CPU adapters (SwiftShader, llvmpipe run a workgroup's
+    /// invocations as SIMD lanes of CPU threads, where barriers and workgroup memory cost more
+    /// than the caches save): each invocation computes a `tm x tn` block straight from the
+    /// operands, K in steps of 4 with A's rows read as quads along K (one load for all lanes,
+    /// which share the rows) and B's as quads along N. Rows and columns past the edge read the
+    /// last row or column, and `store` skips them, so the loop has no bounds checks.
+    fn registers(&self, r: Regs, out_type: DataType, target: BufRef) -> Result<Launch> {
         let (m, n, k) = (self.m, self.n, self.k);
         let [sam, sak] = self.a_strides;
         let [sbk, sbn] = self.b_strides;
-        let tiles_n = n.div_ceil(TILE) as u64;
-        let per_batch = m.div_ceil(TILE) as u64 * tiles_n;
+        let (bm, bn, threads) = (r.wy * r.tm, r.wx * r.tn, r.wx * r.wy);
+        let tiles_n = n.div_ceil(bn) as u64;
+        let per_batch = m.div_ceil(bm) as u64 * tiles_n;
         let groups = per_batch * self.batch_count();
         self.groups_fit(groups)?;
-        let mut src = self.prologue([(false, false), (false, false)], out_type, false)?;
-        // Tile loads: consecutive invocations read consecutive addresses of the operand, so the
-        // fast tile axis is the one with stride 1 in memory.
-        let (a_k, a_m) = if sak == 1 { ("e % 16u", "e / 16u") } else { ("e / 64u", "e % 64u") };
-        let (b_k, b_n) = if sbn == 1 { ("e / 64u", "e % 64u") } else { ("e % 16u", "e / 16u") };
-        let store = match out_type {
-            DataType::Float16 => format!(
-                "        for (var j = 0u; j < 4u; j += 2u) {{\n\
-                 \x20           let gn = n0 + tx * 4u + j;\n\
-                 \x20           if (gm < {m}u && gn < {n}u) {{\n\
-                 \x20               let lo = f32_to_f16(finish(acc[i][j], gm, gn));\n\
-                 \x20               let hi = f32_to_f16(finish(acc[i][j + 1u], gm, gn + 1u));\n\
-                 \x20               out[(o + gm * {n}u + gn) >> 1u] = lo | (hi << 16u);\n\
-                 \x20           }}\n        }}\n"
-            ),
-            _ => format!(
-                "        for (var j = 0u; j < 4u; j++) {{\n\
-                 \x20           let gn = n0 + tx * 4u + j;\n\
-                 \x20           if (gm < {m}u && gn < {n}u) {{ out[o + gm * {n}u + gn] = finish(acc[i][j], gm, gn); }}\n\
-                 \x20       }}\n"
-            ),
+        let a_vec = sak == 1 && k % 4 == 0;
+        let b_vec = sbn == 1 && n % 4 == 0;
+        let out_vec = out_type == DataType::Float32 && n % 4 == 0;
+        let mut src = self.prologue([(a_vec, a_vec), (b_vec, b_vec)], out_type, out_vec)?;
+        let qn = r.tn / 4;
+        // A's 4 values along K from element `e`; B's 4 columns of row element `e` from column `c`.
+        let quad_a = |e: &str| {
+            if a_vec {
+                format!("quad_a({e})")
+            } else {
+                format!("vec4<f32>({})", (0..4).map(|i| format!("load_a({e} + {}u)", i * sak)).collect::<Vec<_>>().join(", "))
+            }
         };
+        let quad_b = |e: &str, j: u32| {
+            if b_vec {
+                format!("quad_b({e} + cq{j})")
+            } else {
+                let l = (0..4).map(|i| format!("load_b({e} + min(c0 + {}u, {}u) * {sbn}u)", 4 * j + i, n.saturating_sub(1)));
+                format!("vec4<f32>({})", l.collect::<Vec<_>>().join(", "))
+            }
+        };
+        let mut setup = String::new();
+        let mut acc = String::new();
+        let mut step = String::new();
+        let mut tail = String::new();
+        let mut store = String::new();
+        for i in 0..r.tm {
+            setup += &format!("    let ra{i} = ab + min(r0 + {i}u, {}u) * {sam}u;\n", m.saturating_sub(1));
+        }
+        if b_vec {
+            for j in 0..qn {
+                setup += &format!("    let cq{j} = min(c0 + {}u, {}u);\n", 4 * j, n.saturating_sub(4));
+            }
+        }
+        for i in 0..r.tm {
+            for j in 0..qn {
+                acc += &format!("    var c{i}_{j} = vec4<f32>(0.0);\n");
+                store += &format!("    store(c{i}_{j}, r0 + {i}u, c0 + {}u, o);\n", 4 * j);
+            }
+        }
+        for i in 0..r.tm {
+            step += &format!("        let a{i} = {};\n", quad_a(&format!("ra{i} + k * {sak}u")));
+        }
+        for kk in 0..4 {
+            for j in 0..qn {
+                step += &format!("        let b{kk}_{j} = {};\n", quad_b(&format!("bb + (k + {kk}u) * {sbk}u"), j));
+            }
+        }
+        for (kk, c) in XYZW.iter().enumerate() {
+            for i in 0..r.tm {
+                for j in 0..qn {
+                    step += &format!("        c{i}_{j} = c{i}_{j} + a{i}.{c} * b{kk}_{j};\n");
+                }
+            }
+        }
+        if k % 4 != 0 {
+            for i in 0..r.tm {
+                tail += &format!("        let a{i} = load_a(ra{i} + k * {sak}u);\n");
+            }
+            for j in 0..qn {
+                tail += &format!("        let b{j} = {};\n", quad_b(&format!("bb + k * {sbk}u"), j));
+            }
+            for i in 0..r.tm {
+                for j in 0..qn {
+                    tail += &format!("        c{i}_{j} = c{i}_{j} + a{i} * b{j};\n");
+                }
+            }
+            tail = format!("    for (var k = {}u; k < {k}u; k++) {{\n{tail}    }}\n", k - k % 4);
+        }
         src += &format!(
-            r#"var<workgroup> tile_a: array<vec4<f32>, 256>;
-var<workgroup> tile_b: array<vec4<f32>, 256>;
-@compute @workgroup_size(256)
+            r#"@compute @workgroup_size({threads})
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
     let g = wid.x + wid.y * nwg.x;
     if (g >= {groups}u) {{ return; }}
     let batch = g / {per_batch}u;
     let tile = g % {per_batch}u;
-    let m0 = (tile / {tiles_n}u) * 64u;
-    let n0 = (tile % {tiles_n}u) * 64u;
+    let r0 = (tile / {tiles_n}u) * {bm}u + (lid / {wx}u) * {tm}u;
+    let c0 = (tile % {tiles_n}u) * {bn}u + (lid % {wx}u) * {tn}u;
+    if (r0 >= {m}u || c0 >= {n}u) {{ return; }}
     let ab = a_base(batch);
     let bb = b_base(batch);
     let o = batch * {mn}u;
-    let tx = lid % 16u;
-    let ty = lid / 16u;
-    var acc: array<vec4<f32>, 4>;
-    for (var k0 = 0u; k0 < {k}u; k0 += 16u) {{
-        for (var r = 0u; r < 4u; r++) {{
-            let e = lid + r * 256u;
-            let ak = {a_k};
-            let am = {a_m};
-            var va = 0.0;
-            if (m0 + am < {m}u && k0 + ak < {k}u) {{ va = load_a(ab + (m0 + am) * {sam}u + (k0 + ak) * {sak}u); }}
-            tile_a[ak * 16u + am / 4u][am % 4u] = va;
-            let bk = {b_k};
-            let bn = {b_n};
-            var vb = 0.0;
-            if (k0 + bk < {k}u && n0 + bn < {n}u) {{ vb = load_b(bb + (k0 + bk) * {sbk}u + (n0 + bn) * {sbn}u); }}
-            tile_b[bk * 16u + bn / 4u][bn % 4u] = vb;
-        }}
-        workgroupBarrier();
-        for (var kk = 0u; kk < 16u; kk++) {{
-            let av = tile_a[kk * 16u + ty];
-            let bv = tile_b[kk * 16u + tx];
-            acc[0] = fma(vec4<f32>(av.x), bv, acc[0]);
-            acc[1] = fma(vec4<f32>(av.y), bv, acc[1]);
-            acc[2] = fma(vec4<f32>(av.z), bv, acc[2]);
-            acc[3] = fma(vec4<f32>(av.w), bv, acc[3]);
-        }}
-        workgroupBarrier();
-    }}
-    for (var i = 0u; i < 4u; i++) {{
-        let gm = m0 + ty * 4u + i;
-{store}    }}
-}}
+{setup}{acc}    for (var k = 0u; k < {k4}u; k += 4u) {{
+{step}    }}
+{tail}{store}}}
 "#,
+            wx = r.wx,
+            tm = r.tm,
+            tn = r.tn,
+            k4 = k - k % 4,
             mn = m as u64 * n as u64,
         );
         Ok(Launch {
             source: src,
             reads: self.reads(),
             writes: vec![target],
-            invocations: groups * 256,
-            workgroup_size: 256,
+            invocations: groups * threads as u64,
+            workgroup_size: threads,
+        })
+    }
+
+    /// Dot products in registers when A and B are both contiguous along K (gemm with bTranspose,
+    /// N = 1), for CPU adapters: each invocation sums a `tm x tn` block over K in quads, with no
+    /// reduction across invocations. Edge rows and columns read the last one and are not stored;
+    /// columns past N in every block are not computed.
+    fn dots(&self, r: Regs, out_type: DataType, target: BufRef) -> Result<Launch> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        let [sam, _] = self.a_strides;
+        let [_, sbn] = self.b_strides;
+        let (bm, bn, threads) = (r.wy * r.tm, r.wx * r.tn, r.wx * r.wy);
+        let tiles_n = n.div_ceil(bn) as u64;
+        let per_batch = m.div_ceil(bm) as u64 * tiles_n;
+        let groups = per_batch * self.batch_count();
+        self.groups_fit(groups)?;
+        let al = k % 4 == 0;
+        let out_vec = out_type == DataType::Float32 && n % 4 == 0;
+        let mut src = self.prologue([(al, al), (al, al)], out_type, out_vec)?;
+        let quad = |name: &str, e: String| {
+            if al {
+                format!("quad_{name}({e})")
+            } else {
+                format!("vec4<f32>({})", (0..4).map(|i| format!("load_{name}({e} + {i}u)")).collect::<Vec<_>>().join(", "))
+            }
+        };
+        let cols: Vec<u32> = (0..r.tn).filter(|&j| j < n).collect();
+        let mut setup = String::new();
+        let mut acc = String::new();
+        let mut step = String::new();
+        let mut tail = String::new();
+        let mut store = String::new();
+        for i in 0..r.tm {
+            setup += &format!("    let ra{i} = ab + min(r0 + {i}u, {}u) * {sam}u;\n", m.saturating_sub(1));
+            step += &format!("        let a{i} = {};\n", quad("a", format!("ra{i} + k")));
+            tail += &format!("        let a{i} = load_a(ra{i} + k);\n");
+        }
+        for &j in &cols {
+            setup += &format!("    let rb{j} = bb + min(c0 + {j}u, {}u) * {sbn}u;\n", n.saturating_sub(1));
+            step += &format!("        let b{j} = {};\n", quad("b", format!("rb{j} + k")));
+            tail += &format!("        let b{j} = load_b(rb{j} + k);\n");
+        }
+        for i in 0..r.tm {
+            for &j in &cols {
+                acc += &format!("    var s{i}_{j} = vec4<f32>(0.0);\n");
+                step += &format!("        s{i}_{j} = s{i}_{j} + a{i} * b{j};\n");
+                tail += &format!("        s{i}_{j}.x = s{i}_{j}.x + a{i} * b{j};\n");
+            }
+            for q in 0..r.tn.div_ceil(4) {
+                let v = (4 * q..4 * q + 4)
+                    .map(|j| if cols.contains(&j) { format!("dot(s{i}_{j}, vec4<f32>(1.0))") } else { "0.0".into() });
+                store += &format!("    store(vec4<f32>({}), r0 + {i}u, c0 + {}u, o);\n", v.collect::<Vec<_>>().join(", "), 4 * q);
+            }
+        }
+        let tail = if k % 4 == 0 { String::new() } else { format!("    for (var k = {}u; k < {k}u; k++) {{\n{tail}    }}\n", k - k % 4) };
+        src += &format!(
+            r#"@compute @workgroup_size({threads})
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let g = wid.x + wid.y * nwg.x;
+    if (g >= {groups}u) {{ return; }}
+    let batch = g / {per_batch}u;
+    let tile = g % {per_batch}u;
+    let r0 = (tile / {tiles_n}u) * {bm}u + (lid / {wx}u) * {tm}u;
+    let c0 = (tile % {tiles_n}u) * {bn}u + (lid % {wx}u) * {tn}u;
+    if (r0 >= {m}u || c0 >= {n}u) {{ return; }}
+    let ab = a_base(batch);
+    let bb = b_base(batch);
+    let o = batch * {mn}u;
+{setup}{acc}    for (var k = 0u; k < {k4}u; k += 4u) {{
+{step}    }}
+{tail}{store}}}
+"#,
+            wx = r.wx,
+            tm = r.tm,
+            tn = r.tn,
+            k4 = k - k % 4,
+            mn = m as u64 * n as u64,
+        );
+        Ok(Launch {
+            source: src,
+            reads: self.reads(),
+            writes: vec![target],
+            invocations: groups * threads as u64,
+            workgroup_size: threads,
         })
     }
 
