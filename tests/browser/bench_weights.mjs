@@ -95,9 +95,16 @@ try {
     const plain = async (file, fill) => {
       const d = await gpu();
       const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
-      const blob = await (await fileHandle(file.name)).getFile();
+      const handle = await fileHandle(file.name);
       const m = meter();
       const t0 = performance.now();
+      // As for `ours` (openWeights), the clock covers opening the file and reading its layout
+      // from the safetensors header (8-byte length, JSON), which a page must do as well.
+      const blob = await handle.getFile();
+      const length = Number(new DataView(await blob.slice(0, 8).arrayBuffer()).getBigUint64(0, true));
+      const header = JSON.parse(await blob.slice(8, 8 + length).text());
+      const names = Object.keys(header).filter((k) => k !== '__metadata__');
+      if (8 + length !== file.prefixBytes || names.length !== file.count) throw new Error('header does not match the file');
       const buffers = Array.from({ length: file.count }, () => d.createBuffer({ size: file.tensorBytes, usage }));
       await fill(d, blob, buffers, m);
       await d.queue.onSubmittedWorkDone();

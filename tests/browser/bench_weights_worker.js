@@ -46,6 +46,14 @@ async function sync(file) {
   let previous = null;
   let chunks = 0;
   try {
+    // The layout comes from the safetensors header (8-byte length, JSON), as for `ours`.
+    const prefix = new DataView(new ArrayBuffer(8));
+    access.read(prefix, { at: 0 });
+    const length = Number(prefix.getBigUint64(0, true));
+    const json = new Uint8Array(length);
+    access.read(json, { at: 8 });
+    const names = Object.keys(JSON.parse(new TextDecoder().decode(json))).filter((k) => k !== '__metadata__');
+    if (8 + length !== file.prefixBytes || names.length !== file.count) throw new Error('header does not match the file');
     for (let t = 0; t < file.count; t++) {
       for (let o = 0; o < file.tensorBytes; o += CHUNK) {
         const n = access.read(staging, { at: file.prefixBytes + t * file.tensorBytes + o });
