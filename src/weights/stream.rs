@@ -286,7 +286,13 @@ pub async fn stream_tensor<S: Source>(
             let n = n.min(chunk_bytes) as usize;
             if read.len() < n {
                 read = vec![0u8; n];
-                converted.reserve((n as u64 / block_bytes * block_elements * out_size) as usize);
+            }
+            let need = (n as u64 / block_bytes * block_elements * out_size) as usize;
+            if converted.capacity() < need {
+                // Cleared first: `reserve_exact` counts from the length a previous chunk left,
+                // and growing while converting could double the capacity.
+                converted.clear();
+                converted.reserve_exact(need);
             }
             let chunk = &mut read[..n];
             reader.read(chunk).await.map_err(in_tensor)?;
