@@ -20,6 +20,13 @@
 //! - dot (A and B contiguous along K: N = 1, or gemm with bTranspose and small M): on a GPU a
 //!   group of invocations per output, reduced in workgroup memory; on a CPU adapter each
 //!   invocation sums its own block of outputs along K in quads.
+//!
+//! With subgroup operations (the device's `SUBGROUP` feature, unless `WEBNN_WGPU_SUBGROUPS=0`)
+//! the GEMV and dot kernels sum an output's K shares inside each subgroup (`subgroup_sum_fn`:
+//! `subgroupAdd`, or a `subgroupShuffleXor` butterfly when the subgroup spans several outputs)
+//! and only the per-subgroup sums meet in workgroup memory, behind one barrier; the subgroup
+//! size (4..128) is read at run time. The GEMV kernel then lays a column's K shares on
+//! neighbouring invocations, so a subgroup still reads whole rows of B (several K rows at once).
 //! - direct: the remaining small shapes (9..15 rows, or 2..8 columns with B strided along K):
 //!   each output word summed by 8 invocations over interleaved slices of K.
 //!
