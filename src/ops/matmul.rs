@@ -20,6 +20,8 @@
 //! - dot (A and B contiguous along K: N = 1, or gemm with bTranspose and small M): on a GPU a
 //!   group of invocations per output, reduced in workgroup memory; on a CPU adapter each
 //!   invocation sums its own block of outputs along K in quads.
+//! - direct: the remaining small shapes (9..15 rows, or 2..8 columns with B strided along K):
+//!   each output word summed by 8 invocations over interleaved slices of K.
 //!
 //! With subgroup operations (the device's `SUBGROUP` feature, unless `WEBNN_WGPU_SUBGROUPS=0`)
 //! the GEMV and dot kernels sum an output's K shares inside each subgroup (`subgroup_sum_fn`:
@@ -27,8 +29,6 @@
 //! and only the per-subgroup sums meet in workgroup memory, behind one barrier; the subgroup
 //! size (4..128) is read at run time. The GEMV kernel then lays a column's K shares on
 //! neighbouring invocations, so a subgroup still reads whole rows of B (several K rows at once).
-//! - direct: the remaining small shapes (9..15 rows, or 2..8 columns with B strided along K):
-//!   each output word summed by 8 invocations over interleaved slices of K.
 //!
 //! Every kernel applies `finish(acc, m, n)` (alpha, beta * C) to each output, most of them
 //! through `store(quad, row, col, o)`: the place an epilogue goes.
@@ -461,7 +461,8 @@ impl Product<'_> {
     /// Reduce through subgroup operations: the device has them, unless `WEBNN_WGPU_SUBGROUPS=0`
     /// (a benchmarking and test switch; it cannot turn them on where the device lacks them).
     fn subgroups(&self) -> bool {
-        self.device.subgroups && !(cfg!(not(target_arch = "wasm32")) && std::env::var("WEBNN_WGPU_SUBGROUPS").is_ok_and(|v| v.trim() == "0"))
+        let off = cfg!(not(target_arch = "wasm32")) && std::env::var("WEBNN_WGPU_SUBGROUPS").is_ok_and(|v| v.trim() == "0");
+        self.device.subgroups && !off
     }
 
     fn regs_override(&self) -> Option<Regs> {
