@@ -1051,7 +1051,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         let (m, n, k) = (self.m, self.n, self.k);
         let [sam, _] = self.a_strides;
         let [_, sbn] = self.b_strides;
-        let lanes: u32 = if self.device.cpu { 8 } else { 32 };
+        // A forced GEMV shape's `wk` (a power of two up to 128) also sets the lanes per output, so
+        // tests reach every subgroup case (lanes narrower and wider than the subgroup).
+        let forced = shape_override("WEBNN_WGPU_GEMV").and_then(|v| v.get(1).copied()).filter(|&l| l.is_power_of_two() && l <= 128);
+        let lanes: u32 = forced.unwrap_or(if self.device.cpu { 8 } else { 32 });
         let threads = 256u32.min(self.device.invocations).max(2 * lanes);
         let per_group = threads / lanes;
         let count = self.out.element_count();
