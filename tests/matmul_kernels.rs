@@ -70,7 +70,13 @@ fn every_kernel_variant_against_reference() {
     eprintln!("adapter {}: subgroups {}", ctx.adapter_info().name, ctx.has_subgroups());
     // GEMV K shares (and dot lanes per output: the same `wk`) narrower than, as wide as and
     // wider than a subgroup (llvmpipe's is 8).
-    let gemvs = [("16,16,8,8,16", "64,4,4"), ("16,16,4,4,16", "16,16,1"), ("8,8,4,4,16", "8,2,3"), ("16,16,4,4,16", "2,128,2")];
+    let gemvs = [
+        ("16,16,8,8,16", "64,4,4"),
+        ("16,16,4,4,16", "16,16,1"),
+        ("8,8,4,4,16", "8,2,3"),
+        ("16,16,4,4,16", "2,128,2"),
+        ("16,16,8,8,16", "32,8,2"),
+    ];
     for subgroups in ["1", "0"] {
         std::env::set_var("WEBNN_WGPU_SUBGROUPS", subgroups);
         for (tiles, gemv) in gemvs {
