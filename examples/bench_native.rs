@@ -240,18 +240,41 @@ fn matmul(ctx: &Context) {
         let ratio = torch.map(|r| format!("{:.0}% of cuBLAS {r}", 100.0 * tflops / r)).unwrap_or_default();
         println!("| {s}x{s}x{s} f32 | {:.3} ms | {tflops:.3} TFLOP/s | {ratio} |", t * 1e3);
     }
-    // GEMV reads the whole weight once: bandwidth is what bounds it.
+    // GEMV reads the whole weight once: bandwidth is what bounds it. With subgroups on the
+    // GPU (and WEBNN_WGPU_SUBGROUPS unset), each shape runs with the subgroup reduction and with
+    // workgroup memory only, side by side; a CPU adapter uses its register kernels (unless
+    // WEBNN_WGPU_GEMV forces the GPU kernels).
+    let cpu = ctx.device_traits().cpu && std::env::var("WEBNN_WGPU_GEMV").is_err();
+    let both = !cpu && ctx.has_subgroups() && std::env::var("WEBNN_WGPU_SUBGROUPS").is_err();
+    let reductions: &[Option<&str>] = if both { &[None, Some("0")] } else { &[None] };
+    let default = if cpu {
+        "register kernel"
+    } else if ctx.has_subgroups() && std::env::var("WEBNN_WGPU_SUBGROUPS").map_or(true, |v| v.trim() != "0") {
+        "subgroups"
+    } else {
+        "workgroup memory"
+    };
     for s in sizes("BENCH_GEMV", &[4096, 8192]) {
         for transposed in [false, true] {
-            let t = matmul_seconds(ctx, 1, s, s, transposed, 50);
-            let gbs = 4.0 * s as f64 * s as f64 / t;
-            let layout = if transposed { "weight [N,K], gemm bTranspose" } else { "weight [K,N]" };
-            println!(
-                "| 1x{s}x{s} f32 GEMV, {layout} | {:.3} ms | {:.1} GB/s of weights | {:.0}% of device copy |",
-                t * 1e3,
-                gbs / 1e9,
-                100.0 * gbs / copy
-            );
+            for &reduction in reductions {
+                match reduction {
+                    Some(v) => std::env::set_var("WEBNN_WGPU_SUBGROUPS", v),
+                    None => std::env::remove_var("WEBNN_WGPU_SUBGROUPS"),
+                }
+                let t = matmul_seconds(ctx, 1, s, s, transposed, 50);
+                let gbs = 4.0 * s as f64 * s as f64 / t;
+                let layout = if transposed { "weight [N,K], gemm bTranspose" } else { "weight [K,N]" };
+                let reduce = if reduction.is_some() { "workgroup memory" } else { default };
+                println!(
+                    "| 1x{s}x{s} f32 GEMV, {layout}, {reduce} | {:.3} ms | {:.1} GB/s of weights | {:.0}% of device copy |",
+                    t * 1e3,
+                    gbs / 1e9,
+                    100.0 * gbs / copy
+                );
+            }
+            if both {
+                std::env::remove_var("WEBNN_WGPU_SUBGROUPS");
+            }
         }
     }
 }

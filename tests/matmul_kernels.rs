@@ -2,7 +2,9 @@
 //! the GPU tile shapes, GEMV splits and register-kernel blocks are forced through the
 //! benchmarking overrides (one test function, so the environment is not shared with concurrent
 //! tests). Shapes that divide the tiles (unchecked loads) and ones that do not, M = 1, N = 1,
-//! K = 1, broadcast batches, float16 with even and odd N, gemm transposes with `c`.
+//! K = 1, broadcast batches, float16 with even and odd N, gemm transposes with `c`. The GPU GEMV
+//! and dot kernels run with their subgroup reduction (when the adapter has subgroups) and with
+//! `WEBNN_WGPU_SUBGROUPS=0` (workgroup memory only).
 
 mod common;
 #[path = "common/product.rs"]
@@ -64,11 +66,26 @@ fn every_kernel_variant_against_reference() {
     let mut rng = Rng::new(21);
     // The adapter's own choice first, then forced shapes.
     run_all(&mut rng);
-    for (tiles, gemv) in [("16,16,8,8,16", "64,4,4"), ("16,16,4,4,16", "16,16,1"), ("8,8,4,4,16", "8,2,3")] {
-        std::env::set_var("WEBNN_WGPU_MATMUL_TILES", tiles);
-        std::env::set_var("WEBNN_WGPU_GEMV", gemv);
-        run_all(&mut rng);
+    let ctx = context();
+    eprintln!("adapter {}: subgroups {}", ctx.adapter_info().name, ctx.has_subgroups());
+    // GEMV K shares (and dot lanes per output: the same `wk`) narrower than, as wide as and
+    // wider than a subgroup (llvmpipe's is 8).
+    let gemvs = [
+        ("16,16,8,8,16", "64,4,4"),
+        ("16,16,4,4,16", "16,16,1"),
+        ("8,8,4,4,16", "8,2,3"),
+        ("16,16,4,4,16", "2,128,2"),
+        ("16,16,8,8,16", "32,8,2"),
+    ];
+    for subgroups in ["1", "0"] {
+        std::env::set_var("WEBNN_WGPU_SUBGROUPS", subgroups);
+        for (tiles, gemv) in gemvs {
+            std::env::set_var("WEBNN_WGPU_MATMUL_TILES", tiles);
+            std::env::set_var("WEBNN_WGPU_GEMV", gemv);
+            run_all(&mut rng);
+        }
     }
+    std::env::remove_var("WEBNN_WGPU_SUBGROUPS");
     // The register kernel (the default on CPU adapters), for matmul and M <= 8 alike.
     std::env::remove_var("WEBNN_WGPU_MATMUL_TILES");
     std::env::remove_var("WEBNN_WGPU_GEMV");

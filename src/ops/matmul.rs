@@ -23,6 +23,13 @@
 //! - direct: the remaining small shapes (9..15 rows, or 2..8 columns with B strided along K):
 //!   each output word summed by 8 invocations over interleaved slices of K.
 //!
+//! With subgroup operations (the device's `SUBGROUP` feature, unless `WEBNN_WGPU_SUBGROUPS=0`)
+//! the GEMV and dot kernels sum an output's K shares inside each subgroup (`subgroup_sum_fn`:
+//! `subgroupAdd`, or a `subgroupShuffleXor` butterfly when the subgroup spans several outputs)
+//! and only the per-subgroup sums meet in workgroup memory, behind one barrier; the subgroup
+//! size (4..128) is read at run time. The GEMV kernel then lays a column's K shares on
+//! neighbouring invocations, so a subgroup still reads whole rows of B (several K rows at once).
+//!
 //! Every kernel applies `finish(acc, m, n)` (alpha, beta * C) to each output, most of them
 //! through `store(quad, row, col, o)`: the place an epilogue goes.
 
@@ -271,6 +278,23 @@ fn shape_override(name: &str) -> Option<Vec<u32>> {
     v.split(',').map(|s| s.trim().parse().ok()).collect()
 }
 
+/// The `subgroup_sum_{ty}(v, sg)` WGSL helper: the sum of `v` over the aligned segment of
+/// `lanes` invocations (a power of two) that shares one output, within the invocation's
+/// subgroup of `sg`. A subgroup inside the segment is summed whole by `subgroupAdd`; one spanning
+/// several segments sums each by a butterfly of `subgroupShuffleXor`. Subgroups are the aligned
+/// runs of `sg` consecutive `local_invocation_index` (as every GPU forms them for a 1D workgroup).
+fn subgroup_sum_fn(ty: &str, lanes: u32) -> String {
+    let mut butterfly = String::new();
+    let mut o = lanes / 2;
+    while o > 0 {
+        butterfly += &format!(" s = s + subgroupShuffleXor(s, {o}u);");
+        o /= 2;
+    }
+    format!(
+        "fn subgroup_sum_{ty}(v: {ty}, sg: u32) -> {ty} {{ if (sg > {lanes}u) {{ var s = v;{butterfly} return s; }} return subgroupAdd(v); }}\n"
+    )
+}
+
 /// How a kernel reads an operand: element by element, or in quads of 4 elements consecutive in
 /// memory (`aligned`: the contiguous axis is a multiple of 4, so a quad never straddles rows and
 /// float32 loads as one vec4).
@@ -432,6 +456,13 @@ impl Product<'_> {
         // kernel (64 invocations, no workgroup memory) would fit any device.
         let t = fitting.iter().copied().find(|t| groups(t) >= GPU_MIN_GROUPS).or(fitting.last().copied());
         t.map_or(Kernel::Regs(CPU_REGS), Kernel::Tiles)
+    }
+
+    /// Reduce through subgroup operations: the device has them, unless `WEBNN_WGPU_SUBGROUPS=0`
+    /// (a benchmarking and test switch; it cannot turn them on where the device lacks them).
+    fn subgroups(&self) -> bool {
+        let off = cfg!(not(target_arch = "wasm32")) && std::env::var("WEBNN_WGPU_SUBGROUPS").is_ok_and(|v| v.trim() == "0");
+        self.device.subgroups && !off
     }
 
     fn regs_override(&self) -> Option<Regs> {
@@ -898,17 +929,31 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
                 .map(|r| format!("            acc{r} = fma(vec4<f32>(load_a(ab + {} + ({kk}) * {sak}u)), {bv}, acc{r});\n", r * sam))
                 .collect::<String>()
         };
+        // With subgroups, a column's K shares are neighbouring invocations (a subgroup reads whole
+        // rows of B, several K rows at once) summed in the subgroup; each subgroup's sums (one per
+        // column when it spans several) meet in workgroup memory behind a single barrier. A
+        // subgroup holds at least 4 invocations, so `red` needs a slot per min(wk, 4) of them.
+        let per_slot = wk.min(4);
+        let sub = self.subgroups() && wk.is_power_of_two() && 16 * m * threads / per_slot <= self.device.workgroup_storage;
+        let slots = threads / per_slot;
         let mut decl = String::new();
         let mut reduce = String::new();
         let mut write = String::new();
         let rows = self.batch_count() * m as u64;
+        if sub {
+            reduce += &format!("    let step = min({wk}u, sg);\n    let lead = tk % step == 0u;\n");
+        }
         for r in 0..m {
             decl += &format!("    var acc{r} = vec4<f32>(0.0);\n    var res{r} = vec4<f32>(0.0);\n");
-            reduce += &format!(
-                "    red[lid] = acc{r};\n    workgroupBarrier();\n\
-                 \x20   if (tk == 0u) {{ res{r} = red[tx]; for (var j = 1u; j < {wk}u; j++) {{ res{r} = res{r} + red[j * {wx}u + tx]; }} }}\n\
-                 \x20   workgroupBarrier();\n"
-            );
+            reduce += &if sub {
+                format!("    let s{r} = subgroup_sum_vec4f(acc{r}, sg);\n    if (lead) {{ red[{o} + lid / step] = s{r}; }}\n", o = r * slots)
+            } else {
+                format!(
+                    "    red[lid] = acc{r};\n    workgroupBarrier();\n\
+                     \x20   if (tk == 0u) {{ res{r} = red[tx]; for (var j = 1u; j < {wk}u; j++) {{ res{r} = res{r} + red[j * {wx}u + tx]; }} }}\n\
+                     \x20   workgroupBarrier();\n"
+                )
+            };
             write += &if two_pass {
                 format!(
                     "        for (var e = 0u; e < 4u; e++) {{ if (col + e < {n}u) {{ out[(split * {rows}u + batch * {m}u + {r}u) * {n}u + col + e] = res{r}[e]; }} }}\n"
@@ -924,17 +969,33 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         for u in 0..4 {
             unrolled += &fma_rows(&format!("b{u}"), &format!("kk + {}u", u * wk));
         }
+        if sub {
+            reduce += "    workgroupBarrier();\n    if (tk == 0u) {\n";
+            for r in 0..m {
+                reduce += &format!(
+                    "        res{r} = red[{o} + lid / step];\n        for (var j = 1u; j < {wk}u / step; j++) {{ res{r} = res{r} + red[{o} + lid / step + j]; }}\n",
+                    o = r * slots
+                );
+            }
+            reduce += "    }\n";
+            src += &subgroup_sum_fn("vec4f", wk);
+        }
+        let (red_len, sg_arg, tx, tk) = if sub {
+            (m * slots, ", @builtin(subgroup_size) sg: u32", format!("lid / {wk}u"), format!("lid % {wk}u"))
+        } else {
+            (threads, "", format!("lid % {wx}u"), format!("lid / {wx}u"))
+        };
         src += &format!(
-            r#"var<workgroup> red: array<vec4<f32>, {threads}>;
+            r#"var<workgroup> red: array<vec4<f32>, {red_len}>;
 @compute @workgroup_size({threads})
-fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>{sg_arg}) {{
     let g = wid.x + wid.y * nwg.x;
     if (g >= {groups}u) {{ return; }}
     let split = g % {splits}u;
     let rest = g / {splits}u;
     let batch = rest / {col_groups}u;
-    let tx = lid % {wx}u;
-    let tk = lid / {wx}u;
+    let tx = {tx};
+    let tk = {tk};
     let col = ((rest % {col_groups}u) * {wx}u + tx) * 4u;
     let ab = a_base(batch);
     let bb = b_base(batch);
@@ -990,7 +1051,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         let (m, n, k) = (self.m, self.n, self.k);
         let [sam, _] = self.a_strides;
         let [_, sbn] = self.b_strides;
-        let lanes: u32 = if self.device.cpu { 8 } else { 32 };
+        // A forced GEMV shape's `wk` (a power of two up to 128) also sets the lanes per output, so
+        // tests reach every subgroup case (lanes narrower and wider than the subgroup).
+        let forced = shape_override("WEBNN_WGPU_GEMV").and_then(|v| v.get(1).copied()).filter(|&l| l.is_power_of_two() && l <= 128);
+        let lanes: u32 = forced.unwrap_or(if self.device.cpu { 8 } else { 32 });
         let threads = 256u32.min(self.device.invocations).max(2 * lanes);
         let per_group = threads / lanes;
         let count = self.out.element_count();
@@ -1000,26 +1064,48 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         let mut src = self.prologue([(true, al), (true, al)], self.data_type, false)?;
         let qa = quad("a", al, false, "ae + q", "true", "q", k);
         let qb = quad("b", al, false, "be + q", "true", "q", k);
+        // With subgroups, each subgroup sums its lanes' shares (per output when it spans several),
+        // the sums meet in workgroup memory, and each output's total is shared for the float16
+        // pairs: two barriers in all, against one per halving of `lanes` through workgroup memory.
+        let sub = self.subgroups();
         let mut tree = String::new();
-        let mut stride = lanes / 2;
-        while stride > 0 {
-            tree += &format!("    if (t < {stride}u) {{ red[lid] = red[lid] + red[lid + {stride}u]; }}\n    workgroupBarrier();\n");
-            stride /= 2;
-        }
+        let (total, next) = if sub {
+            src += &subgroup_sum_fn("f32", lanes);
+            tree += &format!(
+                "    let step = min({lanes}u, sg);\n    let x = subgroup_sum_f32(red_in, sg);\n    if (t % step == 0u) {{ red[lid / step] = x; }}\n    workgroupBarrier();\n\
+                 \x20   if (t == 0u) {{ var y = red[lid / step]; for (var j = 1u; j < {lanes}u / step; j++) {{ y = y + red[lid / step + j]; }} tot[r] = y; }}\n    workgroupBarrier();\n"
+            );
+            ("tot[r]", "tot[r + 1u]".to_string())
+        } else {
+            tree += "    red[lid] = red_in;\n    workgroupBarrier();\n";
+            let mut stride = lanes / 2;
+            while stride > 0 {
+                tree += &format!("    if (t < {stride}u) {{ red[lid] = red[lid] + red[lid + {stride}u]; }}\n    workgroupBarrier();\n");
+                stride /= 2;
+            }
+            ("red[lid]", format!("red[lid + {lanes}u]"))
+        };
         let store = if self.data_type == DataType::Float16 {
             format!(
-                "if (r % 2u == 0u) {{\n        var word = f32_to_f16(finish(red[lid], c.y, c.z));\n\
-                 \x20       if (oi + 1u < {count}u) {{ let c1 = coords_out(oi + 1u); word = word | (f32_to_f16(finish(red[lid + {lanes}u], c1.y, c1.z)) << 16u); }}\n\
+                "if (r % 2u == 0u) {{\n        var word = f32_to_f16(finish({total}, c.y, c.z));\n\
+                 \x20       if (oi + 1u < {count}u) {{ let c1 = coords_out(oi + 1u); word = word | (f32_to_f16(finish({next}, c1.y, c1.z)) << 16u); }}\n\
                  \x20       out[oi >> 1u] = word;\n    }}"
             )
         } else {
-            "out[oi] = finish(red[lid], c.y, c.z);".to_string()
+            format!("out[oi] = finish({total}, c.y, c.z);")
+        };
+        // A subgroup holds at least 4 invocations: a slot per min(lanes, 4) of them.
+        let (decl, sg_arg) = if sub {
+            let len = threads / lanes.min(4);
+            (format!("var<workgroup> red: array<f32, {len}>;\nvar<workgroup> tot: array<f32, {per_group}>;"), ", @builtin(subgroup_size) sg: u32")
+        } else {
+            (format!("var<workgroup> red: array<f32, {threads}>;"), "")
         };
         src += &format!(
             r#"fn coords_out(i: u32) -> vec3<u32> {{ let r = i / {n}u; return vec3<u32>(r / {m}u, r % {m}u, i % {n}u); }}
-var<workgroup> red: array<f32, {threads}>;
+{decl}
 @compute @workgroup_size({threads})
-fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>{sg_arg}) {{
     let g = wid.x + wid.y * nwg.x;
     if (g >= {groups}u) {{ return; }}
     let r = lid / {lanes}u;
@@ -1032,8 +1118,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         let be = b_base(c.x) + c.z * {sbn}u;
         for (var q = t * 4u; q < {k}u; q += {step}u) {{ s = fma({qa}, {qb}, s); }}
     }}
-    red[lid] = s.x + s.y + s.z + s.w;
-    workgroupBarrier();
+    let red_in = s.x + s.y + s.z + s.w;
 {tree}    if (t == 0u && oi < {count}u) {{
     {store}
     }}

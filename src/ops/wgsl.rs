@@ -33,12 +33,15 @@ pub struct DeviceTraits {
     /// The device's `maxComputeWorkgroupStorageSize` and `maxComputeInvocationsPerWorkgroup`.
     pub workgroup_storage: u32,
     pub invocations: u32,
+    /// The device has wgpu's `SUBGROUP` feature (native only: wgpu 30's web backend does not
+    /// request WebGPU's "subgroups"), so reductions can use subgroup operations.
+    pub subgroups: bool,
 }
 
 impl Default for DeviceTraits {
     /// WebGPU's default limits on a GPU.
     fn default() -> Self {
-        DeviceTraits { cpu: false, workgroup_storage: 16384, invocations: 256 }
+        DeviceTraits { cpu: false, workgroup_storage: 16384, invocations: 256, subgroups: false }
     }
 }
 

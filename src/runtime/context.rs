@@ -230,6 +230,7 @@ impl Context {
                 || ["swiftshader", "llvmpipe", "lavapipe"].iter().any(|n| info.name.to_lowercase().contains(n)),
             workgroup_storage: limits.max_compute_workgroup_storage_size,
             invocations: limits.max_compute_invocations_per_workgroup,
+            subgroups: self.inner.subgroups,
         }
     }
 
