@@ -277,6 +277,35 @@ fn budget_evicts_least_recently_used_and_is_never_exceeded() {
 }
 
 #[test]
+fn swap_in_under_the_budget_reuses_the_evicted_buffers() {
+    // Room for a high-priority graph (which keeps the pool's slots) and one more: each swap-in
+    // evicts the other normal graph and takes over its three constant buffers (same sizes), so
+    // after the first eviction no buffer is created, and the device bytes stay exactly the live
+    // buffers: tensors, pool slots and two graphs' constants.
+    let tensors = 3 * 2 * 4000;
+    let per_graph = 3 * 4000;
+    let budget = (tensors + 2 * 4096 + 2 * per_graph) as u64;
+    let ctx = budget_context(budget);
+    let kept = fixture(&ctx, 1000, 3).unwrap();
+    kept.graph.set_eviction_priority(EvictionPriority::High);
+    let graphs = [fixture(&ctx, 1000, 1).unwrap(), fixture(&ctx, 1000, 2).unwrap()];
+    let expected: Vec<Vec<u8>> = graphs.iter().map(|f| run(&ctx, f)).collect();
+    assert_eq!(graphs[0].graph.residency(), Residency::Host);
+    assert_eq!(kept.graph.residency(), Residency::Device);
+    let (last, swap_ins) = (ctx.buffers().last_id(), ctx.memory_info().swap_ins);
+    for step in 0..20 {
+        let k = step % 2;
+        assert_eq!(run(&ctx, &graphs[k]), expected[k], "step {step}");
+        assert_eq!(graphs[1 - k].graph.residency(), Residency::Host, "step {step}");
+        assert_eq!(ctx.memory_info().device_bytes, budget, "step {step}");
+        assert_eq!(ctx.buffers().live_bytes(), budget, "step {step}");
+    }
+    assert_eq!(ctx.buffers().last_id(), last, "a swap-in created buffers");
+    assert_eq!(ctx.memory_info().swap_ins, swap_ins + 20);
+    assert_eq!(kept.graph.residency(), Residency::Device);
+}
+
+#[test]
 fn budget_evicts_lower_eviction_priorities_first() {
     // Room for three graphs (as above); graph 0 is "high", graph 1 "low", the rest "normal".
     let budget = (2 * 4000 * 6 + 2 * 4096 + 3 * 3 * 4000) as u64;

@@ -186,6 +186,7 @@ fn run() -> Result<()> {
     let m = Moe::new(config.clone(), &weights, Mode::Resident, 1.0)?;
     let (costs, expert_bytes) = (m.expert_costs(9)?, m.expert_bytes);
     drop(m);
+    let evicting = Moe::new(config.clone(), &weights, Mode::Lru, 0.25)?.evicting_miss(9)?;
     println!(
         "\n## MoE decode ({adapter}; {} tokens after each of {} prompts; fastest of {} interleaved runs)",
         args.tokens,
@@ -218,13 +219,14 @@ fn run() -> Result<()> {
     println!(
         "one expert use ({:.2} MB of float32 weights), its dispatch done on the GPU (median of 9): resident {:.2} ms; \
          miss from the disk tier {:.2} ms, from the host tier {:.2} ms; standard-only rebuild re-reading the file \
-         {:.2} ms, from host copies {:.2} ms",
+         {:.2} ms, from host copies {:.2} ms; LRU miss from the disk tier evicting an expert under a 25% budget {:.2} ms",
         expert_bytes as f64 / 1e6,
         costs.hit * 1e3,
         costs.from_disk * 1e3,
         costs.from_host * 1e3,
         costs.rebuild_file * 1e3,
-        costs.rebuild_host * 1e3
+        costs.rebuild_host * 1e3,
+        evicting * 1e3
     );
     let speed = |mode: Mode, budget: Option<f64>| {
         rows.iter().find(|r| r.mode == mode && budget.is_none_or(|b| r.budget == b)).map(|r| r.tokens_per_second)

@@ -688,6 +688,35 @@ impl<'w> Moe<'w> {
         Ok(ExpertCosts { hit, from_disk, from_host, rebuild_host, rebuild_file })
     }
 
+    /// What one expert miss costs in the LRU loop, in seconds (median of `reps`): more expert
+    /// graphs (streamed from the file) than the budget holds, used in turn, so that each use
+    /// swaps its graph in from the "disk" tier evicting the least recently used expert, until
+    /// its dispatch is done on the GPU. Needs a model in LRU mode.
+    pub fn evicting_miss(&self, reps: usize) -> Result<f64> {
+        let ctx = &self.ctx;
+        let io = |name: &str, t: &Tensor| (name.to_string(), t.clone());
+        let t = &self.t;
+        let room = (self.budget_bytes.saturating_sub(self.non_expert_bytes) / self.expert_bytes.max(1)) as u32;
+        let ring = (0..room + 4)
+            .map(|i| build_expert(ctx, &self.c, Constants::File(self.weights), i / self.c.n_experts % self.c.n_layers, i % self.c.n_experts))
+            .collect::<Result<Vec<_>>>()?;
+        let mut times = Vec::new();
+        for i in 0..ring.len() + reps {
+            let g = &ring[i % ring.len()];
+            let was = g.residency();
+            pollster::block_on(ctx.flush())?;
+            let start = std::time::Instant::now();
+            ctx.dispatch(g, &[io("x", &t.x[0]), io("h", &t.h), io("weight", &t.expert_weight[0])], &[io("x", &t.x[1])])?;
+            pollster::block_on(ctx.flush())?;
+            if was != Residency::Device && i >= ring.len() {
+                times.push(start.elapsed().as_secs_f64());
+            }
+        }
+        ring.iter().for_each(|g| g.destroy());
+        times.sort_by(|a, b| a.total_cmp(b));
+        Ok(times.get(times.len() / 2).copied().unwrap_or(f64::NAN))
+    }
+
     /// (resident expert graphs, all expert graphs).
     pub fn resident_experts(&self) -> (usize, usize) {
         let all = self.experts.iter().flatten();

@@ -104,7 +104,10 @@ impl SharedConstant {
         if self.is_resident() {
             return Ok(0);
         }
-        let buffer = context.create_buffer_unchecked(self.buffer_size, "constant");
+        let buffer = match context.buffers().reuse(self.buffer_size) {
+            Some(buffer) => buffer,
+            None => context.create_buffer_unchecked(self.buffer_size, "constant"),
+        };
         let uploaded = match &self.backing {
             Backing::Host(host) => {
                 host.upload(context.queue(), &buffer.buffer);
@@ -149,7 +152,10 @@ impl SharedConstant {
         let users = self.resident_users.get().saturating_sub(1);
         self.resident_users.set(users);
         if users == 0 {
-            self.device.borrow_mut().take();
+            // A buffer that nothing else holds (a stream in progress holds one) can be reused.
+            if let Some(Ok(buffer)) = self.device.borrow_mut().take().map(Rc::try_unwrap) {
+                buffer.recycle();
+            }
             self.stale.set(false);
         }
     }

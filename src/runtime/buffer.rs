@@ -16,6 +16,9 @@ pub struct BufferRegistry {
     /// dropped meanwhile are kept here instead of destroyed, since a pending pass may bind one
     /// and a destroyed buffer would invalidate that whole submission.
     deferred: RefCell<Option<Vec<wgpu::Buffer>>>,
+    /// During one swap-in (see [`begin_recycling`](Self::begin_recycling)), the buffers of the
+    /// constants it evicted, handed to the constants it loads instead of destroyed and created.
+    recycled: RefCell<Option<Vec<DeviceBuffer>>>,
 }
 
 impl BufferRegistry {
@@ -62,6 +65,36 @@ impl BufferRegistry {
         self.deferred.borrow_mut().take().unwrap_or_default()
     }
 
+    /// A swap-in starts: constant buffers let go of from now on are kept for
+    /// [`reuse`](Self::reuse) until [`end_recycling`](Self::end_recycling). Not while passes
+    /// are pending, since one may still read a released buffer before anything rewrites it
+    /// (queue writes run ahead of the pending passes); work already submitted is ordered before
+    /// any later write, so it can never see the new contents.
+    pub(crate) fn begin_recycling(&self) {
+        if self.deferred.borrow().is_none() {
+            self.recycled.borrow_mut().get_or_insert_with(Vec::new);
+        }
+    }
+
+    /// Destroys the recycled buffers nothing reused, so that `live_bytes` is exact again.
+    pub(crate) fn end_recycling(&self) {
+        let left = self.recycled.borrow_mut().take();
+        drop(left);
+    }
+
+    /// Bytes held by recycled buffers: counted in `live_bytes`, but free for the swap-in.
+    pub(crate) fn recycled_bytes(&self) -> u64 {
+        self.recycled.borrow().as_ref().map_or(0, |r| r.iter().map(|b| b.size).sum())
+    }
+
+    /// A recycled buffer of exactly `size` bytes, if any (all runtime buffers have one usage).
+    pub(crate) fn reuse(&self, size: u64) -> Option<DeviceBuffer> {
+        let mut recycled = self.recycled.borrow_mut();
+        let recycled = recycled.as_mut()?;
+        let i = recycled.iter().position(|b| b.size == size)?;
+        Some(recycled.swap_remove(i))
+    }
+
     fn remove(&self, size: u64) {
         self.live_bytes.set(self.live_bytes.get().saturating_sub(size));
         self.live_buffers.set(self.live_buffers.get().saturating_sub(1));
@@ -82,6 +115,27 @@ impl DeviceBuffer {
         let size = buffer.size();
         let id = registry.add(size);
         DeviceBuffer { buffer, size, id, registry: registry.clone() }
+    }
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer").field("id", &self.id).field("size", &self.size).finish()
+    }
+}
+
+impl DeviceBuffer {
+    /// Lets go of the buffer: kept for reuse while a swap-in recycles, else destroyed.
+    pub(crate) fn recycle(self) {
+        let registry = self.registry.clone();
+        let mut recycled = registry.recycled.borrow_mut();
+        match recycled.as_mut() {
+            Some(list) => list.push(self),
+            None => {
+                drop(recycled);
+                drop(self);
+            }
+        }
     }
 }
 

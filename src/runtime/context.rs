@@ -277,7 +277,7 @@ impl Context {
         let Some(budget) = memory.budget.get() else { return Ok(()) };
         loop {
             let need = needed();
-            let live = self.inner.registry.live_bytes();
+            let live = self.inner.registry.live_bytes() - self.inner.registry.recycled_bytes();
             if live + need <= budget {
                 return Ok(());
             }
@@ -318,10 +318,16 @@ impl Context {
     /// (a later task on the web). `shared`: the attempt may replace buffers that other graphs
     /// bind (the pool's), so no dispatch is recorded until the verdict is in.
     pub(crate) fn try_allocate<T>(&self, shared: bool, attempt: impl FnOnce() -> Result<T>) -> Attempt<T> {
+        let last = self.inner.registry.last_id();
         let unconfirmed = shared.then(|| Unconfirmed::new(self));
         let scope = self.allocation_scope();
         let result = attempt();
-        Attempt { result, out_of_memory: Box::pin(scope.close()), unconfirmed }
+        let verdict = scope.close();
+        // Nothing created (buffers reused): nothing can be out of memory, no round trip to wait for.
+        if self.inner.registry.last_id() == last {
+            return Attempt { result, out_of_memory: Box::pin(std::future::ready(None)), unconfirmed: None };
+        }
+        Attempt { result, out_of_memory: Box::pin(verdict), unconfirmed }
     }
 
     /// Waits for an attempt's verdict. When the GPU was out of memory, `undo` frees what the

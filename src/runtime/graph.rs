@@ -389,11 +389,14 @@ impl Graph {
             let needed = || {
                 inner.constants.iter().map(|c| c.bytes_to_acquire()).sum::<u64>() + memory.pool.growth_for(&inner.slot_sizes)
             };
-            context.make_room(inner.id, &needed)?;
-            let mut uploaded = 0;
-            for constant in &inner.constants {
-                uploaded += constant.acquire(context)?;
-            }
+            // The constants evicted for room hand their buffers to this graph's constants.
+            let registry = context.buffers();
+            registry.begin_recycling();
+            let acquired = context.make_room(inner.id, &needed).and_then(|()| {
+                inner.constants.iter().try_fold(0, |uploaded, constant| Ok(uploaded + constant.acquire(context)?))
+            });
+            registry.end_recycling();
+            let uploaded = acquired?;
             memory.bytes_uploaded.set(memory.bytes_uploaded.get() + uploaded);
             memory.swap_ins.set(memory.swap_ins.get() + 1);
             inner.residency.set(Residency::Device);
