@@ -710,7 +710,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         let (m, n, k) = (self.m, self.n, self.k);
         let [sam, sak] = self.a_strides;
         let [sbk, sbn] = self.b_strides;
-        let (bm, bn, threads) = (r.wy * r.tm, r.wx * r.tn, r.wx * r.wy);
+        let (bm, bn) = (r.wy * r.tm, r.wx * r.tn);
         let tiles_n = n.div_ceil(bn) as u64;
         let per_batch = m.div_ceil(bm) as u64 * tiles_n;
         let groups = per_batch * self.batch_count();
@@ -718,7 +718,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         let a_vec = sak == 1 && k % 4 == 0;
         let b_vec = sbn == 1 && n % 4 == 0;
         let out_vec = out_type == DataType::Float32 && n % 4 == 0;
-        let mut src = self.prologue([(a_vec, a_vec), (b_vec, b_vec)], out_type, out_vec)?;
+        let src = self.prologue([(a_vec, a_vec), (b_vec, b_vec)], out_type, out_vec)?;
         let qn = r.tn / 4;
         // A's 4 values along K from element `e`; B's 4 columns of row element `e` from column `c`.
         let quad_a = |e: &str| {
@@ -784,36 +784,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             }
             tail = format!("    for (var k = {}u; k < {k}u; k++) {{\n{tail}    }}\n", k - k % 4);
         }
-        src += &format!(
-            r#"@compute @workgroup_size({threads})
-fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-    let g = wid.x + wid.y * nwg.x;
-    if (g >= {groups}u) {{ return; }}
-    let batch = g / {per_batch}u;
-    let tile = g % {per_batch}u;
-    let r0 = (tile / {tiles_n}u) * {bm}u + (lid / {wx}u) * {tm}u;
-    let c0 = (tile % {tiles_n}u) * {bn}u + (lid % {wx}u) * {tn}u;
-    if (r0 >= {m}u || c0 >= {n}u) {{ return; }}
-    let ab = a_base(batch);
-    let bb = b_base(batch);
-    let o = batch * {mn}u;
-{setup}{acc}    for (var k = 0u; k < {k4}u; k += 4u) {{
-{step}    }}
-{tail}{store}}}
-"#,
-            wx = r.wx,
-            tm = r.tm,
-            tn = r.tn,
-            k4 = k - k % 4,
-            mn = m as u64 * n as u64,
-        );
-        Ok(Launch {
-            source: src,
-            reads: self.reads(),
-            writes: vec![target],
-            invocations: groups * threads as u64,
-            workgroup_size: threads,
-        })
+        self.register_launch(r, src, [&setup, &acc, &step, &tail, &store], target)
     }
 
     /// Dot products in registers when A and B are both contiguous along K (gemm with bTranspose,
@@ -824,14 +795,14 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         let (m, n, k) = (self.m, self.n, self.k);
         let [sam, _] = self.a_strides;
         let [_, sbn] = self.b_strides;
-        let (bm, bn, threads) = (r.wy * r.tm, r.wx * r.tn, r.wx * r.wy);
+        let (bm, bn) = (r.wy * r.tm, r.wx * r.tn);
         let tiles_n = n.div_ceil(bn) as u64;
         let per_batch = m.div_ceil(bm) as u64 * tiles_n;
         let groups = per_batch * self.batch_count();
         self.groups_fit(groups)?;
         let al = k % 4 == 0;
         let out_vec = out_type == DataType::Float32 && n % 4 == 0;
-        let mut src = self.prologue([(al, al), (al, al)], out_type, out_vec)?;
+        let src = self.prologue([(al, al), (al, al)], out_type, out_vec)?;
         let quad = |name: &str, e: String| {
             if al {
                 format!("quad_{name}({e})")
@@ -868,6 +839,19 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             }
         }
         let tail = if k % 4 == 0 { String::new() } else { format!("    for (var k = {}u; k < {k}u; k++) {{\n{tail}    }}\n", k - k % 4) };
+        self.register_launch(r, src, [&setup, &acc, &step, &tail, &store], target)
+    }
+
+    /// The `main` of the register kernels ([`registers`](Self::registers),
+    /// [`dots`](Self::dots)) after `src`'s declarations: each invocation's `tm x tn` block of its
+    /// workgroup's tile, then `setup`, `acc`, the K loop over quads (`step`), `tail` and `store`.
+    fn register_launch(&self, r: Regs, mut src: String, parts: [&str; 5], target: BufRef) -> Result<Launch> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        let (bm, bn, threads) = (r.wy * r.tm, r.wx * r.tn, r.wx * r.wy);
+        let tiles_n = n.div_ceil(bn) as u64;
+        let per_batch = m.div_ceil(bm) as u64 * tiles_n;
+        let groups = per_batch * self.batch_count();
+        let [setup, acc, step, tail, store] = parts;
         src += &format!(
             r#"@compute @workgroup_size({threads})
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
