@@ -142,13 +142,8 @@ impl WeightFile {
         allocated.await?;
         let memory = &context.inner.memory;
         memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
-        let file = FileTensor {
-            source: source.clone(),
-            info: info.clone(),
-            target: descriptor.data_type,
-            options: options.clone(),
-        };
-        let constant = Rc::new(SharedConstant::new_streamed(size, buffer, Rc::new(file)));
+        let file = FileTensor::new(source, info, &descriptor, options);
+        let constant = Rc::new(SharedConstant::new_streamed(size, buffer, file));
         let descriptor = TensorDescriptor { operand: descriptor, readable: false, writable: false };
         Ok((Tensor::new_constant(context, descriptor, constant), stats))
     }
@@ -174,13 +169,8 @@ impl WeightFile {
         let size = buffer_size(&descriptor);
         context.make_room(0, &|| size)?;
         let buffer = context.create_buffer(size, "weight").await?;
-        let file = FileTensor {
-            source: source.clone(),
-            info: info.clone(),
-            target: descriptor.data_type,
-            options: options.clone(),
-        };
-        let constant = Rc::new(SharedConstant::new_pending(size, buffer, Rc::new(file)));
+        let file = FileTensor::new(source, info, &descriptor, options);
+        let constant = Rc::new(SharedConstant::new_pending(size, buffer, file));
         let descriptor = TensorDescriptor { operand: descriptor, readable: false, writable: false };
         Ok((Tensor::new_constant(context, descriptor, constant.clone()), constant))
     }
@@ -193,6 +183,18 @@ struct FileTensor<S> {
     info: TensorInfo,
     target: DataType,
     options: LoadOptions,
+}
+
+impl<S: Source + 'static> FileTensor<S> {
+    /// What a file-backed constant needs to stream its bytes again.
+    fn new(source: &Rc<S>, info: &TensorInfo, descriptor: &OperandDescriptor, options: &LoadOptions) -> Rc<Self> {
+        Rc::new(FileTensor {
+            source: source.clone(),
+            info: info.clone(),
+            target: descriptor.data_type,
+            options: options.clone(),
+        })
+    }
 }
 
 impl<S: Source + 'static> Restream for FileTensor<S> {
