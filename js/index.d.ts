@@ -84,10 +84,19 @@ declare global {
     /**
      * Extension: the most device bytes the context holds. A swap-in or allocation that would go
      * over it first swaps out the least recently dispatched resident graphs (to "host", or to
-     * "disk" when their constants are file-backed); one graph larger than the budget rejects with
-     * a QuotaExceededError DOMException. No budget when absent.
+     * "disk" when their constants are file-backed and have no host copy); one graph larger than
+     * the budget rejects with a QuotaExceededError DOMException. No budget when absent.
      */
     memoryBudget?: number;
+    /**
+     * Extension: the most bytes of host copies the context keeps of constants streamed from
+     * weight files (`MLWeightFile.constantTensor()`). A tensor read from its file is also kept in
+     * host memory the GPU copies from, while this budget has room (least recently used copies
+     * make room), so a graph the memoryBudget evicts goes to "host" and comes back with a GPU
+     * copy instead of a file read. No copies when absent (evicted file-backed graphs go to "disk").
+     * Copies count in memoryInfo().hostBytes; swapOut({ to: "disk" }) drops a graph's copies.
+     */
+    hostMemoryBudget?: number;
   }
 
   /** The object at `navigator.ml` (Window and dedicated Worker). */

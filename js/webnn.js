@@ -224,11 +224,14 @@ class ML {
     const memoryBudget = o.memoryBudget === undefined
       ? undefined
       : enforceRange(o.memoryBudget, 0, Number.MAX_SAFE_INTEGER, 'createContext(): options.memoryBudget');
+    const hostMemoryBudget = o.hostMemoryBudget === undefined
+      ? undefined
+      : enforceRange(o.hostMemoryBudget, 0, Number.MAX_SAFE_INTEGER, 'createContext(): options.hostMemoryBudget');
     const powerPreference = o.powerPreference === undefined
       ? 'default'
       : toEnum(o.powerPreference, ['default', 'high-performance', 'low-power'], 'createContext(): options.powerPreference');
     const backend = await getBackend();
-    const handle = await backend.createContext(powerPreference, accelerated, memoryBudget);
+    const handle = await backend.createContext(powerPreference, accelerated, memoryBudget, hostMemoryBudget);
     return new MLContext(INTERNAL, handle);
   }
 }

@@ -1,7 +1,8 @@
 //! The MoE demo model natively (examples/moe): a few greedy tokens in the lru mode under a 25%
 //! expert budget, where experts go to the "disk" tier and stream back from the weight file
 //! (float16 widened on the GPU), must be the PyTorch reference's tokens
-//! (www/models/moe/reference.json); the standard-only rebuild baseline's too.
+//! (www/models/moe/reference.json); so must lru-host, where they come back from host copies
+//! without reading the file, and the standard-only rebuild baseline.
 
 #[allow(dead_code)]
 #[path = "../examples/moe/model.rs"]
@@ -56,6 +57,19 @@ fn lru_under_a_quarter_budget_decodes_the_reference_tokens() {
     );
     let (resident, all) = m.resident_experts();
     assert!(resident < all, "{resident} of {all} experts resident");
+}
+
+#[test]
+fn lru_with_host_copies_brings_experts_back_without_reading_the_file() {
+    let (m, swap_ins) = decode(Mode::LruHost, Some(true));
+    let info = m.ctx.memory_info();
+    assert_eq!(swap_ins, m.stats.expert_misses);
+    assert!(m.stats.expert_misses > 0, "the budget evicted experts");
+    // Every weight was read once, when loaded, into its GPU buffer and its host copy.
+    let file = std::fs::metadata(Path::new(env!("CARGO_MANIFEST_DIR")).join("www/models/moe/model.safetensors")).unwrap();
+    assert!(info.bytes_streamed_from_disk < file.len(), "{info:?}");
+    assert!(info.host_bytes >= 2 * info.bytes_streamed_from_disk, "float32 host copies of the float16 file: {info:?}");
+    assert!(info.device_bytes <= m.budget_bytes);
 }
 
 #[test]

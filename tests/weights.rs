@@ -582,6 +582,139 @@ fn a_graph_evicted_while_its_widening_waits_does_not_spoil_the_next_submission()
     assert!(ctx.take_uncaptured_error().is_none());
 }
 
+/// A graph `y = x + w` of a streamed constant, with its input and output tensors.
+struct AddGraph {
+    graph: webnn_wgpu::runtime::Graph,
+    x: Tensor,
+    y: Tensor,
+}
+
+impl AddGraph {
+    fn new(ctx: &Context, source: &Rc<BytesSource>, file: &WeightFile, name: &str, options: &LoadOptions) -> AddGraph {
+        use webnn_wgpu::graph::GraphBuilder;
+        use webnn_wgpu::ops::elementwise_binary::BinaryOp;
+        use webnn_wgpu::ops::Op;
+        use webnn_wgpu::runtime::TensorDescriptor;
+        let (w, _) = block_on(file.constant_tensor(ctx, source, name, options, &mut |_, _| {})).unwrap();
+        let d = w.descriptor().clone();
+        let mut b = GraphBuilder::new(ctx).unwrap();
+        let x = b.input("x", d.clone()).unwrap();
+        let c = b.constant_tensor(&w).unwrap();
+        let sum = b.operator1(Op::Binary(BinaryOp::Add), &[x, c], "").unwrap();
+        let graph = block_on(b.build(&[("y".to_string(), sum)])).unwrap();
+        let tensor = |readable, writable| {
+            block_on(ctx.create_tensor(TensorDescriptor { operand: d.clone(), readable, writable })).unwrap()
+        };
+        let (x, y) = (tensor(false, true), tensor(true, false));
+        ctx.write_tensor(&x, &vec![0u8; d.byte_length() as usize]).unwrap();
+        AddGraph { graph, x, y }
+    }
+
+    /// Dispatches the graph and reads `0 + w`.
+    fn run(&self, ctx: &Context) -> Vec<u8> {
+        ctx.dispatch(&self.graph, &[("x".into(), self.x.clone())], &[("y".into(), self.y.clone())]).unwrap();
+        block_on(ctx.read_tensor(&self.y)).unwrap()
+    }
+}
+
+#[test]
+fn host_copies_bring_file_backed_graphs_back_without_reading_the_file() {
+    use webnn_wgpu::memory::Residency;
+    use webnn_wgpu::runtime::ContextOptions;
+
+    let n = 1001usize; // odd: float16 bytes end in half a word
+    let mut rng = Rng::new(21);
+    let f32s: Vec<f32> = (0..n).map(|_| rng.uniform(-3.0, 3.0) as f32).collect();
+    let halves: Vec<f16> = f32s.iter().map(|&x| f16::from_f32(x)).collect();
+    let bf16_bits: Vec<u16> = f32s.iter().map(|&x| (x.to_bits() >> 16) as u16).collect();
+    let bytes = safetensors(&[
+        ("f16", "F16", vec![n as u64], le(&halves, f16::to_le_bytes)),
+        ("bf16", "BF16", vec![n as u64], le(&bf16_bits, u16::to_le_bytes)),
+        ("f32", "F32", vec![n as u64], le(&f32s, f32::to_le_bytes)),
+    ]);
+    let (source, file) = open("cached.safetensors", bytes);
+    let file = file.unwrap();
+    let widened: Vec<u8> = halves.iter().flat_map(|h| h.to_f32().to_le_bytes()).collect();
+    let from_bf16: Vec<u8> = bf16_bits.iter().flat_map(|&b| f32::from_bits((b as u32) << 16).to_le_bytes()).collect();
+    let cases = [
+        // (tensor, widen on the GPU, the constant's bytes, bytes read from the file, host copy bytes)
+        ("f16", Some(true), &widened, 2 * n, 4 * n),
+        ("f16", Some(false), &widened, 2 * n, 4 * n),
+        ("bf16", None, &from_bf16, 2 * n, 4 * n),
+        ("f32", None, &le(&f32s, f32::to_le_bytes), 4 * n, 4 * n),
+    ];
+    for (name, widen_on_gpu, want, file_bytes, copy_bytes) in cases {
+        let what = format!("{name} (widen on the GPU: {widen_on_gpu:?})");
+        let options = LoadOptions { float_type: Some(DataType::Float32), chunk_bytes: 64, max_chunks_in_flight: 2, widen_on_gpu };
+        let ctx = block_on(Context::new(ContextOptions { host_memory_budget: Some(1 << 20), ..Default::default() })).unwrap();
+        let g = AddGraph::new(&ctx, &source, &file, name, &options);
+        assert!(g.run(&ctx) == *want, "{what}: first load");
+        let info = ctx.memory_info();
+        assert_eq!(info.bytes_streamed_from_disk, file_bytes as u64, "{what}");
+        assert_eq!(info.host_bytes, copy_bytes as u64, "{what}: the host copy is counted");
+        // The "host" tier: device memory freed, the copy kept; back with no file read.
+        block_on(g.graph.swap_out(Residency::Host)).unwrap();
+        assert_eq!(g.graph.residency(), Residency::Host, "{what}");
+        assert_eq!((g.graph.device_bytes(), g.graph.host_bytes()), (0, copy_bytes as u64), "{what}");
+        for _ in 0..2 {
+            assert!(g.run(&ctx) == *want, "{what}: back from the host copy by dispatch");
+            block_on(g.graph.swap_out(Residency::Host)).unwrap();
+            block_on(g.graph.swap_in()).unwrap();
+            assert!(g.run(&ctx) == *want, "{what}: back from the host copy by swapIn");
+            block_on(g.graph.swap_out(Residency::Host)).unwrap();
+        }
+        assert_eq!(ctx.memory_info().bytes_streamed_from_disk, file_bytes as u64, "{what}: no file read");
+        assert_eq!(ctx.memory_info().bytes_uploaded, 4 * copy_bytes as u64, "{what}: four uploads of the copy");
+        // The "disk" tier drops the copy; the next load reads the file and keeps one again.
+        block_on(g.graph.swap_out(Residency::Disk)).unwrap();
+        assert_eq!(g.graph.residency(), Residency::Disk, "{what}");
+        assert_eq!(ctx.memory_info().host_bytes, 0, "{what}: the copy is gone");
+        assert!(g.run(&ctx) == *want, "{what}: back from the file");
+        assert_eq!(ctx.memory_info().bytes_streamed_from_disk, 2 * file_bytes as u64, "{what}");
+        assert_eq!(ctx.memory_info().host_bytes, copy_bytes as u64, "{what}: a copy is kept again");
+        assert!(ctx.take_uncaptured_error().is_none(), "{what}");
+    }
+}
+
+#[test]
+fn the_memory_budget_evicts_to_host_copies_that_the_host_budget_evicts_to_disk() {
+    use webnn_wgpu::memory::Residency;
+    use webnn_wgpu::runtime::ContextOptions;
+
+    let n = 1000usize;
+    let mut rng = Rng::new(22);
+    let mut halves = || (0..n).map(|_| f16::from_f64(rng.uniform(-2.0, 2.0))).collect::<Vec<f16>>();
+    let (a, b) = (halves(), halves());
+    let (source, file) = open(
+        "two.safetensors",
+        safetensors(&[("a", "F16", vec![n as u64], le(&a, f16::to_le_bytes)), ("b", "F16", vec![n as u64], le(&b, f16::to_le_bytes))]),
+    );
+    let file = file.unwrap();
+    let want = |h: &[f16]| h.iter().flat_map(|v| v.to_f32().to_le_bytes()).collect::<Vec<u8>>();
+    let options = LoadOptions { float_type: Some(DataType::Float32), widen_on_gpu: Some(true), ..LoadOptions::default() };
+    let bytes = 4 * n as u64;
+    // Device room for one graph's constant (besides the tensors and a staging buffer).
+    let budget = 5 * bytes + bytes / 2 + 64;
+    for (copies, host_budget) in [(2, 2 * 4 * n as u64), (1, 6 * n as u64)] {
+        let options_ctx = ContextOptions { memory_budget: Some(budget), host_memory_budget: Some(host_budget), ..Default::default() };
+        let ctx = block_on(Context::new(options_ctx)).unwrap();
+        let (ga, gb) = (AddGraph::new(&ctx, &source, &file, "a", &options), AddGraph::new(&ctx, &source, &file, "b", &options));
+        assert_eq!(ctx.memory_info().host_bytes, copies * 4 * n as u64, "{copies} host copies fit");
+        let streamed = ctx.memory_info().bytes_streamed_from_disk;
+        for round in 1..=3u64 {
+            assert!(ga.run(&ctx) == want(&a), "a, round {round}");
+            assert!(gb.run(&ctx) == want(&b), "b, round {round}");
+            // b's dispatch evicted a: to its host copy if the host budget kept it.
+            let tier = if copies == 2 { Residency::Host } else { Residency::Disk };
+            assert_eq!(ga.graph.residency(), tier, "{copies} copies, round {round}");
+            // With one copy, each load evicts the other graph's copy: both read their file.
+            let reads = if copies == 2 { 0 } else { round * 2 * 2 * n as u64 };
+            assert_eq!(ctx.memory_info().bytes_streamed_from_disk - streamed, reads, "{copies} copies, round {round}");
+        }
+        assert!(ctx.take_uncaptured_error().is_none());
+    }
+}
+
 /// A terabyte file that exists only as its header: reads past the header are zeros, and the
 /// largest read is recorded (the loader allocates exactly what it reads).
 struct TerabyteFile {

@@ -44,18 +44,22 @@ const MASKED: f32 = -1e9;
 pub enum Mode {
     Resident,
     Lru,
+    /// `lru` with a `hostMemoryBudget` that holds every weight: evicted experts go to their
+    /// host copies (the "host" tier) instead of their file.
+    LruHost,
     Explicit,
     Rebuild,
     RebuildHost,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 5] = [Mode::Resident, Mode::Lru, Mode::Explicit, Mode::Rebuild, Mode::RebuildHost];
+    pub const ALL: [Mode; 6] = [Mode::Resident, Mode::Lru, Mode::LruHost, Mode::Explicit, Mode::Rebuild, Mode::RebuildHost];
 
     pub fn name(self) -> &'static str {
         match self {
             Mode::Resident => "resident",
             Mode::Lru => "lru",
+            Mode::LruHost => "lru-host",
             Mode::Explicit => "explicit",
             Mode::Rebuild => "rebuild",
             Mode::RebuildHost => "rebuild-host",
@@ -71,7 +75,7 @@ impl Mode {
         Mode::ALL
             .into_iter()
             .find(|m| m.name() == name)
-            .ok_or_else(|| Error::Type(format!("mode '{name}': expected resident, lru, explicit, rebuild or rebuild-host")))
+            .ok_or_else(|| Error::Type(format!("mode '{name}': expected resident, lru, lru-host, explicit, rebuild or rebuild-host")))
     }
 }
 
@@ -452,8 +456,13 @@ impl<'w> Moe<'w> {
         drop((shared, expert));
         probe.destroy();
         let budget_bytes = non_expert_bytes + (fraction * (expert_bytes * count) as f64).round() as u64;
-        let options =
-            ContextOptions { memory_budget: (mode == Mode::Lru).then_some(budget_bytes), ..ContextOptions::default() };
+        let lru = matches!(mode, Mode::Lru | Mode::LruHost);
+        let options = ContextOptions {
+            memory_budget: lru.then_some(budget_bytes),
+            // Room for a float32 copy of every weight (what the GPU buffers hold).
+            host_memory_budget: (mode == Mode::LruHost).then_some(non_expert_bytes + expert_bytes * count),
+            ..ContextOptions::default()
+        };
         let ctx = pollster::block_on(Context::new(options))?;
         let constants = match mode {
             Mode::Rebuild => Constants::Reread(weights),

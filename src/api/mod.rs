@@ -53,15 +53,27 @@ pub struct Backend;
 #[wasm_bindgen]
 impl Backend {
     /// `ML.createContext(options)` after conversion: `power_preference` is one of the
-    /// `MLPowerPreference` values, `memory_budget` is a byte count or `undefined`.
+    /// `MLPowerPreference` values, `memory_budget` and `host_memory_budget` are byte counts or
+    /// `undefined`.
     #[wasm_bindgen(js_name = createContext)]
-    pub fn create_context(&self, power_preference: &str, accelerated: bool, memory_budget: Option<f64>) -> Promise {
+    pub fn create_context(
+        &self,
+        power_preference: &str,
+        accelerated: bool,
+        memory_budget: Option<f64>,
+        host_memory_budget: Option<f64>,
+    ) -> Promise {
         let power_preference = match power_preference {
             "high-performance" => PowerPreference::HighPerformance,
             "low-power" => PowerPreference::LowPower,
             _ => PowerPreference::Default,
         };
-        let options = ContextOptions { power_preference, accelerated, memory_budget: memory_budget.map(|b| b as u64) };
+        let options = ContextOptions {
+            power_preference,
+            accelerated,
+            memory_budget: memory_budget.map(|b| b as u64),
+            host_memory_budget: host_memory_budget.map(|b| b as u64),
+        };
         future_to_promise(async move {
             let context = Context::new(options).await.map_err(to_js)?;
             Ok(ContextHandle::new(context).into())

@@ -4,7 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use crate::memory::{EvictionPriority, IntermediatePool};
+use crate::memory::{EvictionPriority, HostCache, IntermediatePool};
 
 /// `MLContext.memoryInfo()`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,11 +18,13 @@ pub struct MemoryInfo {
     pub bytes_streamed_from_disk: u64,
 }
 
-#[derive(Default)]
 pub struct MemoryState {
     pub budget: Cell<Option<u64>>,
-    /// Bytes of live host copies (constants' [`HostBytes`](crate::memory::HostBytes)).
+    /// Bytes of live host copies (constants' [`HostBytes`](crate::memory::HostBytes) and the
+    /// host cache's copies).
     pub host_bytes: Rc<Cell<u64>>,
+    /// Host copies of constants from weight files, under `hostMemoryBudget`.
+    pub host_cache: HostCache,
     pub pool: IntermediatePool,
     pub swap_ins: Cell<u64>,
     pub swap_outs: Cell<u64>,
@@ -49,6 +51,22 @@ pub trait Evictable {
 }
 
 impl MemoryState {
+    pub fn new(budget: Option<u64>, host_budget: Option<u64>) -> MemoryState {
+        let host_bytes = Rc::new(Cell::new(0));
+        MemoryState {
+            budget: Cell::new(budget),
+            host_cache: HostCache::new(host_budget, host_bytes.clone()),
+            host_bytes,
+            pool: IntermediatePool::default(),
+            swap_ins: Cell::new(0),
+            swap_outs: Cell::new(0),
+            bytes_uploaded: Cell::new(0),
+            bytes_streamed_from_disk: Cell::new(0),
+            clock: Cell::new(0),
+            graphs: RefCell::new(Vec::new()),
+        }
+    }
+
     pub fn tick(&self) -> u64 {
         let t = self.clock.get() + 1;
         self.clock.set(t);

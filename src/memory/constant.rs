@@ -22,6 +22,13 @@ pub trait Restream {
         buffer: &'a wgpu::Buffer,
         progress: &'a mut dyn FnMut(u64, u64),
     ) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>>;
+
+    /// The bytes of its copy in host memory (the host budget's), if it has one: the constant
+    /// then comes back without reading the file.
+    fn host_copy_bytes(&self) -> Option<u64>;
+
+    /// Lets go of the host copy, if any (`swapOut({to: "disk"})`).
+    fn drop_host_copy(&self);
 }
 
 /// Where a constant's bytes come back from when it is made resident again.
@@ -86,6 +93,22 @@ impl SharedConstant {
         matches!(self.backing, Backing::File(_))
     }
 
+    /// Whether its bytes are in host memory: a host copy, or a file-backed constant's copy under
+    /// the host budget.
+    pub fn has_host_copy(&self) -> bool {
+        match &self.backing {
+            Backing::Host(_) => true,
+            Backing::File(file) => file.host_copy_bytes().is_some(),
+        }
+    }
+
+    /// Lets go of a file-backed constant's host copy (it streams from its file again).
+    pub fn drop_host_copy(&self) {
+        if let Backing::File(file) = &self.backing {
+            file.drop_host_copy();
+        }
+    }
+
     /// Whether its device buffer still waits for [`stream`](Self::stream).
     pub fn needs_stream(&self) -> bool {
         self.stale.get()
@@ -94,7 +117,7 @@ impl SharedConstant {
     pub fn host_bytes(&self) -> u64 {
         match &self.backing {
             Backing::Host(h) => h.len(),
-            Backing::File(_) => 0,
+            Backing::File(file) => file.host_copy_bytes().unwrap_or(0),
         }
     }
 

@@ -5,11 +5,13 @@
 pub mod budget;
 pub mod constant;
 pub mod host;
+pub mod host_cache;
 pub mod pool;
 
 pub use budget::{MemoryInfo, MemoryState};
 pub use constant::{Restream, SharedConstant};
 pub use host::HostBytes;
+pub use host_cache::HostCache;
 pub use pool::IntermediatePool;
 
 /// Where a graph's constants are (`MLGraph.residency`).
@@ -17,7 +19,8 @@ pub use pool::IntermediatePool;
 pub enum Residency {
     /// In GPU buffers, ready to dispatch.
     Device,
-    /// Only in host copies; no GPU memory held.
+    /// Only in host copies (for constants from a weight file, the host budget's copies); no GPU
+    /// memory held.
     Host,
     /// Only in the weight file they came from.
     Disk,

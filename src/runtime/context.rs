@@ -33,11 +33,19 @@ pub struct ContextOptions {
     pub accelerated: bool,
     /// Device bytes the context may hold before evicting least recently used graphs.
     pub memory_budget: Option<u64>,
+    /// Host bytes of copies the context may keep of constants streamed from weight files, so
+    /// that an evicted graph comes back from host memory instead of its file (`"host"` tier).
+    pub host_memory_budget: Option<u64>,
 }
 
 impl Default for ContextOptions {
     fn default() -> Self {
-        ContextOptions { power_preference: PowerPreference::Default, accelerated: true, memory_budget: None }
+        ContextOptions {
+            power_preference: PowerPreference::Default,
+            accelerated: true,
+            memory_budget: None,
+            host_memory_budget: None,
+        }
     }
 }
 
@@ -54,7 +62,9 @@ pub(crate) struct ContextInner {
     pub memory: MemoryState,
     /// Bounds the weight-file writes queued but not yet on the GPU, across all streams.
     pub write_fence: crate::weights::stream::WriteFence,
-    /// Compute passes the next submission records before its own work (see [`PendingPass`]).
+    /// Copies and compute passes the next submission records before its own work (see
+    /// [`PendingCopy`], [`PendingPass`]).
+    pending_copies: RefCell<Vec<PendingCopy>>,
     pending_passes: RefCell<Vec<PendingPass>>,
     /// The weight loader's host buffers (a chunk as read, and converted), reused between streams.
     pub loader_buffers: Cell<(Vec<u8>, Vec<u8>)>,
@@ -82,6 +92,14 @@ pub(crate) struct PendingPass {
     /// Held (and counted in the device bytes) until the pass is recorded; the GPU keeps it
     /// alive until the pass has run.
     pub _staging: DeviceBuffer,
+}
+
+/// A copy from a host copy (see [`HostCache`](crate::memory::HostCache)) into a constant's
+/// buffer, queued for the next submission.
+pub(crate) struct PendingCopy {
+    pub from: wgpu::Buffer,
+    pub to: wgpu::Buffer,
+    pub size: u64,
 }
 
 /// Queue work waiting behind a stream from a weight file, run in call order.
@@ -168,8 +186,7 @@ impl Context {
             }
         }));
         let features = device.features();
-        let memory = MemoryState::default();
-        memory.budget.set(options.memory_budget);
+        let memory = MemoryState::new(options.memory_budget, options.host_memory_budget);
         Context {
             inner: Rc::new(ContextInner {
                 limits: device.limits(),
@@ -183,6 +200,7 @@ impl Context {
                 pipelines: PipelineCache::default(),
                 memory,
                 write_fence: Default::default(),
+                pending_copies: RefCell::default(),
                 pending_passes: RefCell::default(),
                 loader_buffers: Cell::default(),
                 lost,
@@ -381,6 +399,12 @@ impl Context {
         }
     }
 
+    /// Queues a copy for the next submission.
+    pub(crate) fn queue_copy(&self, copy: PendingCopy) {
+        self.inner.registry.defer_destruction();
+        self.inner.pending_copies.borrow_mut().push(copy);
+    }
+
     /// Queues a pass for the next submission.
     pub(crate) fn queue_pass(&self, pass: PendingPass) {
         self.inner.registry.defer_destruction();
@@ -396,6 +420,9 @@ impl Context {
         self.inner.write_fence.submitted();
         let passes = std::mem::take(&mut *self.inner.pending_passes.borrow_mut());
         let kept = self.inner.registry.end_deferral();
+        for c in self.inner.pending_copies.borrow_mut().drain(..) {
+            encoder.copy_buffer_to_buffer(&c.from, 0, &c.to, 0, c.size);
+        }
         if passes.is_empty() {
             return (passes, kept);
         }

@@ -366,6 +366,9 @@ impl Graph {
 
     /// `residency`.
     pub fn residency(&self) -> Residency {
+        if self.inner.residency.get() != Residency::Device {
+            return self.inner.off_device_tier();
+        }
         self.inner.residency.get()
     }
 
@@ -488,6 +491,10 @@ impl Graph {
         }
         self.inner.context.settled().await;
         self.inner.evict();
+        if to == Residency::Disk {
+            self.inner.constants.iter().for_each(|c| c.drop_host_copy());
+            self.inner.residency.set(Residency::Disk);
+        }
         let memory = &self.inner.context.inner.memory;
         memory.pool.trim(&memory.resident_slot_needs());
         self.inner.context.flush().await
@@ -528,6 +535,16 @@ impl Graph {
 impl GraphInner {
     fn file_backed(&self) -> bool {
         !self.constants.is_empty() && self.constants.iter().all(|c| c.is_file_backed())
+    }
+
+    /// The tier off the GPU: `"disk"` when every constant comes from a weight file and one of
+    /// them has no host copy (the host budget may have evicted it since), else `"host"`.
+    fn off_device_tier(&self) -> Residency {
+        if self.file_backed() && !self.constants.iter().all(|c| c.has_host_copy()) {
+            Residency::Disk
+        } else {
+            Residency::Host
+        }
     }
 }
 
@@ -587,7 +604,7 @@ impl Evictable for GraphInner {
             return;
         }
         self.release();
-        self.residency.set(if self.file_backed() { Residency::Disk } else { Residency::Host });
+        self.residency.set(self.off_device_tier());
         let memory = &self.context.inner.memory;
         memory.swap_outs.set(memory.swap_outs.get() + 1);
     }

@@ -1,7 +1,8 @@
 // Weight files in headless Chromium: a safetensors file written to OPFS is opened from its
 // FileSystemFileHandle (and as a File and a Blob), its tensors stream into constants of a graph
 // whose results are checked exactly; a corrupt file rejects with a DataError naming the file and
-// the page keeps working; swapOut({to: 'disk'}) then dispatch gives identical results.
+// the page keeps working; swapOut({to: 'disk'}) then dispatch gives identical results, and with
+// a hostMemoryBudget swapOut({to: 'host'}) keeps host copies that come back without a file read.
 // constantTensor(name, {wait: false}) lets a graph build while the bytes stream (the first
 // dispatch waits), and a dedicated Worker loads from OPFS the same way, through sync access
 // handles that it closes afterwards, streaming instead when another sync handle locks the file.
@@ -90,6 +91,46 @@ try {
     check(progress.length > 0 && progress.at(-1)[0] === progress.at(-1)[1], 'onProgress reaches the total');
     await run(await context.openWeights(await handle.getFile()));
     await run(await context.openWeights(new Blob([bytes])));
+
+    // hostMemoryBudget: the constants keep host copies, so the "host" tier brings them back
+    // with a GPU copy and no file read; swapOut({to: 'disk'}) drops the copies.
+    {
+      const cached = await navigator.ml.createContext({ hostMemoryBudget: 1 << 20 });
+      const file = await cached.openWeights(handle);
+      const builder = new MLGraphBuilder(cached);
+      const desc = { dataType: 'float32', shape: [1000] };
+      const x = builder.input('x', desc);
+      const wc = builder.constant(await file.constantTensor('w'));
+      const bc = builder.constant(await file.constantTensor('b'));
+      const graph = await builder.build({ y: builder.add(builder.mul(x, wc), bc) });
+      const xt = await cached.createTensor({ ...desc, writable: true });
+      const yt = await cached.createTensor({ ...desc, readable: true });
+      cached.writeTensor(xt, new Float32Array(1000).fill(1));
+      const want = new Float32Array(1000).map((_, i) => Math.fround(w[i] + bf[i]));
+      const same = async () => {
+        cached.dispatch(graph, { x: xt }, { y: yt });
+        const got = new Float32Array(await cached.readTensor(yt));
+        return got.every((v, i) => Object.is(v, want[i]));
+      };
+      check(await same(), 'host copies: exact values');
+      const loaded = cached.memoryInfo();
+      check(loaded.hostBytes === 8000 && loaded.bytesStreamedFromDisk === 6000, 'host copies counted in hostBytes',
+        JSON.stringify(loaded));
+      await graph.swapOut({ to: 'host' });
+      check(graph.residency === 'host' && graph.deviceBytes === 0 && graph.hostBytes === 8000, 'host tier',
+        `${graph.residency} ${graph.deviceBytes} ${graph.hostBytes}`);
+      check(await same(), 'identical after a host round trip');
+      await graph.swapOut({ to: 'host' });
+      await graph.swapIn();
+      check(await same(), 'identical after swapIn from host');
+      check(cached.memoryInfo().bytesStreamedFromDisk === 6000, 'no file read from the host tier',
+        JSON.stringify(cached.memoryInfo()));
+      await graph.swapOut({ to: 'disk' });
+      check(graph.residency === 'disk' && cached.memoryInfo().hostBytes === 0, 'disk drops the host copies',
+        `${graph.residency} ${cached.memoryInfo().hostBytes}`);
+      check(await same(), 'identical after a disk round trip with host copies');
+      cached.destroy();
+    }
 
     // A corrupt file: the header claims more bytes than the file has.
     const bad = bytes.slice(0, bytes.length - 100);

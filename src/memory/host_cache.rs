@@ -1,0 +1,118 @@
+//! The `"host"` tier of constants streamed from weight files: under `hostMemoryBudget`, a
+//! file-backed constant keeps a copy of its bytes in host memory the GPU can copy from
+//! (`MAP_WRITE | COPY_SRC` buffers, written once when the bytes are read from the file), so a
+//! graph evicted by the memory budget comes back with a GPU copy instead of a file read and a
+//! CPU copy into the queue's staging memory. The copies are evicted least recently used first
+//! when a new one would go over the host budget; a constant without a copy streams from its file
+//! again (the `"disk"` tier).
+
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
+
+/// A constant's bytes in GPU-visible host memory.
+pub struct HostCopy {
+    /// `None` once evicted from the host budget.
+    buffer: RefCell<Option<wgpu::Buffer>>,
+    /// Bytes of the buffer: the constant's bytes in whole words.
+    pub size: u64,
+    last_used: Cell<u64>,
+    cache: Weak<HostCacheState>,
+}
+
+impl HostCopy {
+    /// The buffer, unless the host budget evicted it.
+    pub fn buffer(&self) -> Option<wgpu::Buffer> {
+        self.buffer.borrow().clone()
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.buffer.borrow().is_some()
+    }
+
+    /// Marks the copy used now, for the least-recently-used order.
+    pub fn touch(&self, now: u64) {
+        self.last_used.set(now);
+    }
+
+    /// Lets go of the buffer and its bytes in the host total.
+    pub fn evict(&self) {
+        if let Some(buffer) = self.buffer.borrow_mut().take() {
+            // Queued copies hold their own reference: wgpu frees it after them.
+            drop(buffer);
+            if let Some(cache) = self.cache.upgrade() {
+                cache.bytes.set(cache.bytes.get().saturating_sub(self.size));
+                cache.host_bytes.set(cache.host_bytes.get().saturating_sub(self.size));
+            }
+        }
+    }
+}
+
+impl Drop for HostCopy {
+    fn drop(&mut self) {
+        self.evict();
+    }
+}
+
+/// The context's host copies of file-backed constants and their budget.
+pub struct HostCacheState {
+    budget: Cell<Option<u64>>,
+    bytes: Cell<u64>,
+    /// The context's host byte total (`memoryInfo().hostBytes`), which copies count in.
+    host_bytes: Rc<Cell<u64>>,
+    copies: RefCell<Vec<Weak<HostCopy>>>,
+}
+
+/// A handle to the context's host cache.
+#[derive(Clone)]
+pub struct HostCache(Rc<HostCacheState>);
+
+impl HostCache {
+    pub fn new(budget: Option<u64>, host_bytes: Rc<Cell<u64>>) -> HostCache {
+        HostCache(Rc::new(HostCacheState {
+            budget: Cell::new(budget),
+            bytes: Cell::new(0),
+            host_bytes,
+            copies: RefCell::new(Vec::new()),
+        }))
+    }
+
+    /// Bytes of live host copies.
+    pub fn bytes(&self) -> u64 {
+        self.0.bytes.get()
+    }
+
+    /// Whether a copy of `size` bytes can be kept, evicting least recently used copies for room.
+    pub fn make_room(&self, size: u64) -> bool {
+        let Some(budget) = self.0.budget.get() else { return false };
+        if size > budget {
+            return false;
+        }
+        while self.0.bytes.get() + size > budget {
+            let oldest = {
+                let mut copies = self.0.copies.borrow_mut();
+                copies.retain(|c| c.upgrade().is_some_and(|c| c.is_live()));
+                copies.iter().filter_map(Weak::upgrade).min_by_key(|c| c.last_used.get())
+            };
+            match oldest {
+                Some(copy) => copy.evict(),
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// Registers a copy just written into `buffer` (unmapped), counted in the budget.
+    pub fn keep(&self, buffer: wgpu::Buffer, size: u64, now: u64) -> Rc<HostCopy> {
+        let state = &self.0;
+        state.bytes.set(state.bytes.get() + size);
+        state.host_bytes.set(state.host_bytes.get() + size);
+        let copy = Rc::new(HostCopy {
+            buffer: RefCell::new(Some(buffer)),
+            size,
+            last_used: Cell::new(now),
+            cache: Rc::downgrade(state),
+        });
+        state.copies.borrow_mut().push(Rc::downgrade(&copy));
+        copy
+    }
+}
