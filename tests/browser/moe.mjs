@@ -6,8 +6,9 @@
 // through context.openWeights(); after a reload it must open the OPFS copy without fetching the
 // file, and decode the same tokens. Then the file input of "Open a model…" gets an incompatible
 // file (a clear error, the model kept) and the demo model with its config.json (loaded and
-// decoding the reference tokens).
-//   node tests/browser/moe.mjs [--mode lru] [--budget 0.25] [--tokens 64] [--webnn cpu]
+// decoding the reference tokens). In the lru-host mode (hostMemoryBudget) expert misses must come
+// back from host copies: no bytes streamed from the file after loading.
+//   node tests/browser/moe.mjs [--mode lru|lru-host|resident|explicit|rebuild] [--budget 0.25] [--tokens 64] [--webnn cpu]
 //   node tests/browser/moe.mjs --sweep [--tokens 16]   every mode at budgets 1, 0.5, 0.25, 0.125
 // --webnn cpu runs the page on the CPU stand-in (tests/browser/webnn_cpu.mjs) instead of the
 // wasm package. Exit status 0 when every check passes.
@@ -101,11 +102,19 @@ async function runConfiguration(browser, url, mode, budget, screenshot) {
     }
     Object.assign(row, { swapIns: r.stats.swapIns, swapOuts: r.stats.swapOuts, builds: r.stats.builds,
       expertUses: r.stats.expertUses, expertMisses: r.stats.expertMisses, sharedMisses: r.stats.sharedMisses,
-      deviceBytes: r.stats.deviceBytes, budgetBytes: r.stats.budgetBytes });
+      deviceBytes: r.stats.deviceBytes, budgetBytes: r.stats.budgetBytes, hostBytes: r.stats.hostBytes,
+      streamedAfterLoad: r.stats.bytesStreamedAfterLoad });
   }
   console.log(`     ${mode} ${budget}: swap-ins ${row.swapIns}, swap-outs ${row.swapOuts}, builds ${row.builds}, ` +
     `expert misses ${row.expertMisses} of ${row.expertUses} uses, non-expert graph misses ${row.sharedMisses}, ` +
-    `device ${(row.deviceBytes / 1e6).toFixed(1)} MB of budget ${(row.budgetBytes / 1e6).toFixed(1)} MB`);
+    `device ${(row.deviceBytes / 1e6).toFixed(1)} MB of budget ${(row.budgetBytes / 1e6).toFixed(1)} MB, ` +
+    `host copies ${(row.hostBytes / 1e6).toFixed(1)} MB, streamed from the file after loading ${row.streamedAfterLoad} bytes`);
+  // lru-host: the misses come back from host copies, so the file is not read again (where the
+  // weights come through the loader: not on the CPU stand-in); under 100% experts must miss.
+  if (mode === "lru-host" && args.webnn === "wasm" && row.deviceBytes !== null) {
+    check(row.streamedAfterLoad === 0 && (budget >= 1 || row.expertMisses > 0), `${mode} ${budget}: ${row.expertMisses} expert misses, ` +
+      `${row.streamedAfterLoad} bytes streamed from the file after loading (host copies ${(row.hostBytes / 1e6).toFixed(1)} MB)`);
+  }
   if (screenshot) {
     const png = writeOut("moe.png", "");
     await page.screenshot({ path: png, fullPage: true });
@@ -155,7 +164,7 @@ const { browser, url, close } = await start(ROOT);
 const rows = [];
 try {
   if (args.sweep) {
-    for (const mode of ["resident", "lru", "explicit", "rebuild"]) {
+    for (const mode of ["resident", "lru", "lru-host", "explicit", "rebuild"]) {
       for (const budget of mode === "resident" || mode === "rebuild" ? [1] : [1, 0.5, 0.25, 0.125]) {
         rows.push(await runConfiguration(browser, url, mode, budget, false));
       }
@@ -169,11 +178,12 @@ try {
   await close();
 }
 const mean = (a) => a.reduce((s, x) => s + x, 0) / Math.max(1, a.length);
-console.log("mode      budget  tokens/s  swap-ins  swap-outs  builds  expert misses / uses  non-expert misses");
+console.log("mode      budget  tokens/s  swap-ins  swap-outs  builds  expert misses / uses  non-expert misses  read after load");
 for (const r of rows) {
   console.log(`${r.mode.padEnd(9)} ${String(r.budget * 100).padStart(5)}%  ${mean(r.tokensPerSecond).toFixed(2).padStart(8)}` +
     `  ${String(r.swapIns).padStart(8)}  ${String(r.swapOuts).padStart(9)}  ${String(r.builds).padStart(6)}` +
-    `  ${`${r.expertMisses} / ${r.expertUses}`.padStart(20)}  ${String(r.sharedMisses).padStart(17)}`);
+    `  ${`${r.expertMisses} / ${r.expertUses}`.padStart(20)}  ${String(r.sharedMisses).padStart(17)}` +
+    `  ${`${((r.streamedAfterLoad ?? 0) / 1e6).toFixed(1)} MB`.padStart(15)}`);
 }
 writeOut("moe.json", rows);
 console.log(`moe: ${passes} passed, ${failures} failed`);

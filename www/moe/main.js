@@ -170,6 +170,7 @@ function drawMemory() {
   $("builds").textContent = String(s.builds);
   $("hits").textContent = s.expertUses && s.mode !== "rebuild"
     ? `${(100 * (1 - s.expertMisses / s.expertUses)).toFixed(0)}% of ${s.expertUses}` : "–";
+  $("afterLoad").textContent = s.deviceBytes === null ? "–" : MB(s.bytesStreamedAfterLoad);
   if (s.deviceBytes === null) {
     $("memoryText").textContent = "memoryInfo() is not available (standard WebNN without the extensions)";
     return;
@@ -186,7 +187,8 @@ function drawMemory() {
   $("memoryText").textContent = `${MB(s.deviceBytes)} on the GPU (${resident} of ${s.experts.flat().length} experts ` +
     `resident, ${MB(s.expertGraphBytes)} each; non-expert ${MB(s.nonExpertBytes)}); budget ${MB(s.budgetBytes)}` +
     (s.runtimeBudgetBytes ? " (the context's memoryBudget)" : " (kept by the page)") +
-    `; host copies ${MB(s.hostBytes)}; uploaded ${MB(s.bytesUploaded)}; streamed from the file ${MB(s.bytesStreamedFromDisk)}`;
+    `; host copies ${MB(s.hostBytes)}` + (s.hostBudgetBytes ? ` of ${MB(s.hostBudgetBytes)} (the context's hostMemoryBudget)` : "") +
+    `; uploaded ${MB(s.bytesUploaded)}; streamed from the file ${MB(s.bytesStreamedFromDisk)}`;
 }
 
 function draw() {

@@ -13,14 +13,20 @@
 // OPFS copy, or a File) and MLWeightFile.constantTensor(name), which streams the float16 file to
 // the GPU widened to float32 (SwiftShader, the test GPU, has no shader-f16, and float32 keeps the
 // results within the reference tolerance). Expert graphs then hold only file-backed constants, so
-// an evicted expert goes to the "disk" tier and streams back from the file. Without the
-// extensions (and in the rebuild baseline) the constants are JS Float32Arrays from the bytes.
+// an evicted expert goes to the "disk" tier and streams back from the file, unless the context
+// keeps host copies (hostMemoryBudget, "lru-host"). Without the extensions (and in the rebuild
+// baseline) the constants are JS Float32Arrays from the bytes.
 //
 // Memory modes for the expert graphs (the other graphs, which every token runs, have the "high"
 // evictionPriority, so a budget evicts experts first):
 // - "resident": every graph resident, no budget.
 // - "lru": the context's memoryBudget = non-expert bytes + fraction x expert bytes; the runtime
-//   evicts the least recently dispatched graphs (the EXTENSIONS.md budget).
+//   evicts the least recently dispatched graphs (the EXTENSIONS.md budget). Evicted experts go to
+//   the "disk" tier: a miss re-reads the expert from the file.
+// - "lru-host": "lru" with a hostMemoryBudget that has room for a float32 copy of every weight
+//   (non-expert + all expert bytes): the streamed constants keep host copies in GPU-copyable
+//   memory, so evicted experts go to the "host" tier and a miss is one GPU copy, without reading
+//   the file (memoryInfo().bytesStreamedFromDisk stays at its value after loading).
 // - "explicit": the page manages it: swapIn() before an expert's use, and after each layer
 //   swapOut() of the least recently used experts until the context is within the same budget
 //   (USE-CASES.md case 2's load / predict / unload loop; fraction 0 unloads after every use).
@@ -29,7 +35,7 @@
 //   dispatches it and destroys it.
 import { checkTensors, tensorFloat32, route, ropeAngles, parseSafetensors } from "./model.js";
 
-export const MODES = ["resident", "lru", "explicit", "rebuild"];
+export const MODES = ["resident", "lru", "lru-host", "explicit", "rebuild"];
 const MASKED = -1e9; // additive attention mask for cache rows after the current position
 
 const desc = (shape) => ({ dataType: "float32", shape });
@@ -130,9 +136,15 @@ export class WebnnMoe {
     return new Graphs(new this.MLGraphBuilder(this.context), (b, name) => this.weight(b, name));
   }
 
-  /** The context (with `budget` as its memoryBudget) and, when streamed, its MLWeightFile. */
-  async newContext(budget) {
-    this.context = budget === undefined ? await this.ml.createContext() : await this.ml.createContext({ memoryBudget: budget });
+  /**
+   * The context (with `budget` as its memoryBudget and `hostBudget` as its hostMemoryBudget) and,
+   * when streamed, its MLWeightFile.
+   */
+  async newContext(budget, hostBudget) {
+    const options = {};
+    if (budget !== undefined) options.memoryBudget = budget;
+    if (hostBudget !== undefined) options.hostMemoryBudget = hostBudget;
+    this.context = await this.ml.createContext(options);
     this.weightFile = null;
     if (this.streamed) {
       this.weightFile = await this.context.openWeights(this.source, { floatType: "float32" });
@@ -150,11 +162,11 @@ export class WebnnMoe {
     const progress = () => this.onProgress?.(++done, total);
     const budgetOf = () => Math.round(this.nonExpertBytes + this.budgetFraction * this.expertGraphBytes * count);
 
-    // Bytes are measured, not guessed: they include the runtime's intermediate pool. lru needs
-    // them before its context exists (memoryBudget is a context option), so a probe context
-    // builds the non-expert graphs and one expert first.
+    // Bytes are measured, not guessed: they include the runtime's intermediate pool. lru and
+    // lru-host need them before their context exists (the budgets are context options), so a
+    // probe context builds the non-expert graphs and one expert first.
     await this.newContext();
-    if (this.mode === "lru" && this.extensions) {
+    if ((this.mode === "lru" || this.mode === "lru-host") && this.extensions) {
       await this.buildShared(() => {});
       this.nonExpertBytes = this.context.memoryInfo().deviceBytes;
       const probe = await this.buildExpert(0, 0);
@@ -162,7 +174,9 @@ export class WebnnMoe {
       probe.destroy();
       this.context.destroy();
       this.budgetBytes = budgetOf();
-      await this.newContext(this.budgetBytes);
+      // Room for a float32 copy of every weight: the device bytes include the intermediates too.
+      if (this.mode === "lru-host") this.hostBudgetBytes = this.nonExpertBytes + this.expertGraphBytes * count;
+      await this.newContext(this.budgetBytes, this.hostBudgetBytes);
     }
     await this.buildShared(progress);
     if (this.extensions) this.nonExpertBytes ??= this.context.memoryInfo().deviceBytes;
@@ -189,6 +203,8 @@ export class WebnnMoe {
         progress();
       }
     }
+    // Every weight has been read once; what a miss reads from the file counts from here.
+    this.loadedBytesStreamed = this.extensions ? this.context.memoryInfo().bytesStreamedFromDisk : 0;
     await this.reset();
   }
 
@@ -406,6 +422,7 @@ export class WebnnMoe {
       deviceBytes: info?.deviceBytes ?? null,
       hostBytes: info?.hostBytes ?? null,
       budgetBytes: this.budgetBytes ?? null,
+      hostBudgetBytes: this.hostBudgetBytes ?? null,
       runtimeBudgetBytes: info?.budgetBytes ?? null,
       nonExpertBytes: this.nonExpertBytes ?? null,
       expertGraphBytes: this.expertGraphBytes ?? null,
@@ -413,6 +430,7 @@ export class WebnnMoe {
       swapOuts: info?.swapOuts ?? 0,
       bytesUploaded: info?.bytesUploaded ?? 0,
       bytesStreamedFromDisk: info?.bytesStreamedFromDisk ?? 0,
+      bytesStreamedAfterLoad: (info?.bytesStreamedFromDisk ?? 0) - (this.loadedBytesStreamed ?? 0),
       weights: this.weightFile ? "weight loader (constantTensor)" : "JS arrays (builder.constant)",
       builds: this.builds,
       expertUses: this.expertUses,
