@@ -24,11 +24,11 @@
 #   consumers    npm pack pkg/, the tarball in a webpack 5 and a Vite app (built, run in Chromium),
 #                and the dedicated Worker example
 #   pipeline     the case-1 pipeline page: peak device bytes with and without swapping, out/pipeline.png
-#   moe          the MoE demo page: 64 greedy tokens per reference prompt under a 25% expert
 #   moe          the MoE demo page: weights fetched once into OPFS and streamed through
 #                openWeights(), 64 greedy tokens per reference prompt under a 25% expert budget,
 #                checked against reference.json; a reload from the OPFS copy and the model picker
-#                checked too; screenshot in out/moe.png
+#                checked too; screenshot in out/moe.png. Before it, 8 tokens per prompt in the
+#                lru-host mode: no bytes read from the file after loading while experts miss
 # Ends with "stages: N passed, M failed"; exits non-zero when a stage failed.
 # STAGES="native demo" runs a subset (setup always runs first).
 set -uo pipefail
@@ -81,6 +81,14 @@ demo() {
   npx --no-install webpack --mode production --no-stats && node tests/browser/demo.mjs
 }
 
+# lru-host first, so out/moe.png and out/moe.json are the lru run's.
+moe_page() {
+  local rc=0
+  node tests/browser/moe.mjs --mode lru-host --budget 0.25 --tokens 8 || rc=1
+  node tests/browser/moe.mjs --mode lru --budget 0.25 --tokens 64 || rc=1
+  return $rc
+}
+
 types_check() {
   npx --no-install tsc -p tests/types && node scripts/api-docs.mjs --check
 }
@@ -100,7 +108,7 @@ stage types types_check
 stage consumers node tests/browser/consumers.mjs
 stage pipeline node tests/browser/pipeline.mjs
 stage moe_reference node tests/browser/moe_reference.mjs
-stage moe node tests/browser/moe.mjs --mode lru --budget 0.25 --tokens 64
+stage moe moe_page
 
 echo
 echo "=== stage times (total $((SECONDS - start_all))s)"
