@@ -120,6 +120,16 @@ struct Deferred {
     error: RefCell<Option<Error>>,
 }
 
+thread_local! {
+    static INSTANCE: std::cell::OnceCell<wgpu::Instance> = const { std::cell::OnceCell::new() };
+}
+
+/// One wgpu instance for every context of the thread: on the H200's Vulkan driver a process
+/// could create only 30 instances, even when each was dropped, so the 31st context found no adapter.
+fn shared_instance() -> wgpu::Instance {
+    INSTANCE.with(|i| i.get_or_init(|| wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle())).clone())
+}
+
 /// A handle to a context; clones share it.
 #[derive(Clone)]
 pub struct Context {
@@ -130,7 +140,7 @@ impl Context {
     /// `ML.createContext(options)`: requests an adapter and a device with the adapter's limits
     /// and its `shader-f16` and subgroup features when present.
     pub async fn new(options: ContextOptions) -> Result<Context> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        let instance = shared_instance();
         let power_preference = match options.power_preference {
             PowerPreference::Default => wgpu::PowerPreference::None,
             PowerPreference::HighPerformance => wgpu::PowerPreference::HighPerformance,
