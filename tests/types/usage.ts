@@ -6,7 +6,7 @@ import { install, init, MLGraph as MLGraphClass, type MLContext, type MLOperand 
 export async function run(file: Blob): Promise<Float32Array> {
   install({ force: false });
   await init();
-  const context: MLContext = await navigator.ml.createContext({ powerPreference: 'high-performance', memoryBudget: 64 << 20 });
+  const context: MLContext = await navigator.ml.createContext({ powerPreference: 'high-performance', memoryBudget: 64 << 20, hostMemoryBudget: 256 << 20 });
   const builder = new MLGraphBuilder(context);
   const desc = { dataType: 'float32', shape: [2, 2] } as const;
   const a = builder.input('a', desc);
