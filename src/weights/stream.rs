@@ -510,12 +510,7 @@ async fn read_into_staging(
     let mut view = wgpu::BufferSize::new(size as u64)
         .and_then(|s| queue.write_buffer_with(buffer, offset, s))
         .ok_or_else(|| Error::Unknown(format!("{size} bytes at offset {offset} of a GPU buffer could not be staged")))?;
-    let bytes = writable(view.slice(..));
-    let (head, rest) = bytes.split_at_mut(prefix.len());
-    head.copy_from_slice(prefix);
-    let (data, padding) = rest.split_at_mut(n);
-    let read = reader.read(data).await;
-    padding.fill(0);
+    let read = fill(writable(view.slice(..)), prefix, reader, n).await;
     drop(view);
     read
 }
@@ -530,11 +525,24 @@ async fn read_into_mapped(
 ) -> Result<()> {
     let size = n.div_ceil(4) * 4;
     let mut view = buffer.get_mapped_range_mut(at..at + size as u64).map_err(|e| Error::Unknown(e.to_string()))?;
-    let bytes = writable(view.slice(..));
-    let (data, padding) = bytes.split_at_mut(n);
+    let read = fill(writable(view.slice(..)), &[], reader, n).await;
+    drop(view);
+    read
+}
+
+/// Writes `prefix`, then `n` bytes read from `reader`, then zeros to the end of `bytes` (a
+/// mapping sized for them).
+async fn fill(
+    bytes: &mut [u8],
+    prefix: &[u8],
+    reader: &mut (dyn crate::weights::source::RangeReader + '_),
+    n: usize,
+) -> Result<()> {
+    let (head, rest) = bytes.split_at_mut(prefix.len());
+    head.copy_from_slice(prefix);
+    let (data, padding) = rest.split_at_mut(n);
     let read = reader.read(data).await;
     padding.fill(0);
-    drop(view);
     read
 }
 
