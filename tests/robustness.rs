@@ -368,3 +368,68 @@ fn reads_see_the_state_at_the_time_they_are_issued() {
     }
     assert_eq!(block_on(ctx.read_tensor(&y)).unwrap(), f32s(&[7.0; 4]));
 }
+
+/// Work issued without a read in between keeps the spec's queue order: writes between
+/// dispatches, graphs and tensors destroyed or graphs evicted right after their dispatch, and a
+/// long chain of dispatches leave each dispatch the state it was issued in. (Recording dispatches
+/// into one submission until the next queue operation was tried against this test and measured
+/// slower on the H200: see BENCHMARKS.md.)
+#[test]
+fn dispatches_keep_their_order_with_writes_destruction_and_eviction() {
+    let d = OperandDescriptor::new(DataType::Float32, vec![4]);
+    let expect = |got: Vec<u8>, x: f32, c: f32, what: &str| {
+        let want = ((x + c) as f64).exp() * c as f64;
+        for chunk in got.chunks_exact(4) {
+            let g = f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]) as f64;
+            assert!((g - want).abs() <= 1e-5 * want, "{what}: {g} vs {want}");
+        }
+    };
+    let ctx = context();
+    let graph = small_graph(&ctx, 1.0).unwrap();
+    let x = tensor(&ctx, &d, false, true).unwrap();
+    let ys: Vec<Tensor> = (0..3).map(|_| tensor(&ctx, &d, true, false).unwrap()).collect();
+    let dispatch = |g: &Graph, x: &Tensor, y: &Tensor| ctx.dispatch(g, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+    ctx.write_tensor(&x, &f32s(&[0.0; 4])).unwrap();
+    dispatch(&graph, &x, &ys[0]);
+    ctx.write_tensor(&x, &f32s(&[1.0; 4])).unwrap();
+    dispatch(&graph, &x, &ys[1]);
+    let doomed = small_graph(&ctx, 2.0).unwrap();
+    let doomed_input = tensor(&ctx, &d, false, true).unwrap();
+    ctx.write_tensor(&doomed_input, &f32s(&[0.5; 4])).unwrap();
+    dispatch(&doomed, &doomed_input, &ys[2]);
+    doomed.destroy();
+    doomed_input.destroy();
+    expect(block_on(ctx.read_tensor(&ys[0])).unwrap(), 0.0, 1.0, "before the write");
+    expect(block_on(ctx.read_tensor(&ys[1])).unwrap(), 1.0, 1.0, "after the write");
+    expect(block_on(ctx.read_tensor(&ys[2])).unwrap(), 0.5, 2.0, "destroyed after its dispatch");
+    assert_eq!(ctx.take_uncaptured_error(), None);
+
+    // A chain of 200 `z = x + 1` dispatches.
+    let mut b = GraphBuilder::new(&ctx).unwrap();
+    let input = b.input("x", d.clone()).unwrap();
+    let one = b.constant(d.clone(), &f32s(&[1.0; 4])).unwrap();
+    let sum = b.operator1(Op::Binary(BinaryOp::Add), &[input, one], "").unwrap();
+    let increment = block_on(b.build(&[("y".into(), sum)])).unwrap();
+    let pair = [tensor(&ctx, &d, true, true).unwrap(), tensor(&ctx, &d, true, true).unwrap()];
+    ctx.write_tensor(&pair[0], &f32s(&[0.0; 4])).unwrap();
+    for i in 0..200 {
+        dispatch(&increment, &pair[i % 2], &pair[1 - i % 2]);
+    }
+    assert_eq!(block_on(ctx.read_tensor(&pair[0])).unwrap(), f32s(&[200.0; 4]));
+
+    // With room for one graph, each dispatch evicts the graph recorded just before it.
+    let one_graph = small_graph(&ctx, 1.0).unwrap().device_bytes() + 2 * 256 + 4 * 16;
+    let ctx = block_on(Context::new(ContextOptions { memory_budget: Some(one_graph), ..Default::default() })).unwrap();
+    let x = tensor(&ctx, &d, false, true).unwrap();
+    ctx.write_tensor(&x, &f32s(&[0.25; 4])).unwrap();
+    let graphs: Vec<Graph> = [1.0, 2.0, 3.0].iter().map(|&c| small_graph(&ctx, c).unwrap()).collect();
+    let outputs: Vec<Tensor> = graphs.iter().map(|_| tensor(&ctx, &d, true, false).unwrap()).collect();
+    for (g, y) in graphs.iter().zip(&outputs).chain(graphs.iter().zip(&outputs).rev()) {
+        ctx.dispatch(g, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+    }
+    assert!(ctx.memory_info().swap_outs >= 4, "{:?}", ctx.memory_info());
+    for (y, c) in outputs.iter().zip([1.0, 2.0, 3.0]) {
+        expect(block_on(ctx.read_tensor(y)).unwrap(), 0.25, c, "evicted after its dispatch");
+    }
+    assert_eq!(ctx.take_uncaptured_error(), None);
+}
