@@ -27,6 +27,9 @@ const MATMULS: &[(&[u32], &[u32])] = &[
     (&[1, 1], &[1, 9]),
     (&[70, 64], &[64, 1]),
     (&[5, 37], &[37, 1]),
+    // Decoding attention: probabilities x values (N = head_dim) and a narrow odd N.
+    (&[2, 4, 256], &[2, 256, 32]),
+    (&[3, 200], &[200, 6]),
 ];
 
 fn gemms(rng: &mut Rng, data_type: DataType) -> Vec<(GemmOptions, Vec<webnn_wgpu::ops::HostTensor>, u32)> {
@@ -76,6 +79,9 @@ fn every_kernel_variant_against_reference() {
         ("8,8,4,4,16", "8,2,3"),
         ("16,16,4,4,16", "2,128,2"),
         ("16,16,8,8,16", "32,8,2"),
+        // The GPU's own choice for narrow outputs (N <= 4, N = 32).
+        ("16,16,4,4,16", "1,64,1"),
+        ("16,16,4,4,16", "8,32,1"),
     ];
     for subgroups in ["1", "0"] {
         std::env::set_var("WEBNN_WGPU_SUBGROUPS", subgroups);
