@@ -26,7 +26,6 @@ use std::rc::Rc;
 use webnn_wgpu::graph::{DataType, GraphBuilder, Operand, OperandDescriptor};
 use webnn_wgpu::memory::{EvictionPriority, Residency};
 use webnn_wgpu::ops::activation::Activation;
-use webnn_wgpu::ops::concat::Splits;
 use webnn_wgpu::ops::elementwise_binary::BinaryOp;
 use webnn_wgpu::ops::elementwise_unary::UnaryOp;
 use webnn_wgpu::ops::matmul::GemmOptions;
@@ -286,30 +285,28 @@ impl<'w> G<'w> {
     fn add(&mut self, a: Operand, b: Operand) -> Result<Operand> {
         self.bin(BinaryOp::Add, a, b)
     }
-    fn sub(&mut self, a: Operand, b: Operand) -> Result<Operand> {
-        self.bin(BinaryOp::Sub, a, b)
-    }
     fn mul(&mut self, a: Operand, b: Operand) -> Result<Operand> {
         self.bin(BinaryOp::Mul, a, b)
     }
     fn reshape(&mut self, a: Operand, shape: &[u32]) -> Result<Operand> {
         self.b.operator1(Op::Reshape { new_shape: shape.to_vec() }, &[a], "")
     }
-    fn transpose(&mut self, a: Operand, permutation: &[u32]) -> Result<Operand> {
-        self.b.operator1(Op::Transpose { permutation: Some(permutation.to_vec()) }, &[a], "")
-    }
     /// x @ W^T for W [out, in] as stored (gemm's bTranspose: no transposed copy of the weight).
     fn linear(&mut self, x: Operand, name: &str) -> Result<Operand> {
         let w = self.weight(name)?;
         self.b.operator1(Op::Gemm(GemmOptions { b_transpose: true, ..GemmOptions::default() }), &[x, w], "")
     }
+    /// x / sqrt(mean(x^2) + eps) * w, the mean of squares as reduceSumSquare / n (one kernel
+    /// fewer than squaring first).
     fn rmsnorm(&mut self, x: Operand, name: &str, eps: f64) -> Result<Operand> {
-        let squares = self.mul(x, x)?;
-        let mean = self.b.operator1(
-            Op::Reduce(ReduceOp::Mean, ReduceOptions { axes: Some(vec![1]), keep_dimensions: true }),
-            &[squares],
+        let n = self.b.descriptor(x)?.shape[1];
+        let sum = self.b.operator1(
+            Op::Reduce(ReduceOp::SumSquare, ReduceOptions { axes: Some(vec![1]), keep_dimensions: true }),
+            &[x],
             "",
         )?;
+        let inv_n = self.scalar(1.0 / n as f64)?;
+        let mean = self.mul(sum, inv_n)?;
         let eps = self.scalar(eps)?;
         let sum = self.add(mean, eps)?;
         let root = self.b.operator1(Op::Unary(UnaryOp::Sqrt), &[sum], "")?;
@@ -317,15 +314,17 @@ impl<'w> G<'w> {
         let w = self.weight(name)?;
         self.mul(normed, w)
     }
-    /// rotate_half RoPE on t [n, head_dim] with cos, sin [1, head_dim / 2].
+    /// rotate_half RoPE on t [n, head_dim] with cos = [cos, cos] and sin = [-sin, sin], each
+    /// [1, head_dim]: t * cos + swap_halves(t) * sin, the halves swapped by a reverse (two
+    /// kernels, where split, two products and concat took five).
     fn rope(&mut self, t: Operand, cos: Operand, sin: Operand) -> Result<Operand> {
-        let halves = self.b.operator(Op::Split { splits: Splits::Count(2), axis: 1 }, &[t], "")?;
-        let (x1, x2) = (halves[0], halves[1]);
-        let (a, b) = (self.mul(x1, cos)?, self.mul(x2, sin)?);
-        let first = self.sub(a, b)?;
-        let (c, d) = (self.mul(x2, cos)?, self.mul(x1, sin)?);
-        let second = self.add(c, d)?;
-        self.b.operator1(Op::Concat { axis: 1 }, &[first, second], "")
+        let shape = self.b.descriptor(t)?.shape.clone();
+        let (n, hd) = (shape[0], shape[1]);
+        let halves = self.reshape(t, &[n, 2, hd / 2])?;
+        let swapped = self.b.operator1(Op::Reverse { axes: Some(vec![1]) }, &[halves], "")?;
+        let swapped = self.reshape(swapped, &[n, hd])?;
+        let (a, b) = (self.mul(t, cos)?, self.mul(swapped, sin)?);
+        self.add(a, b)
     }
     fn build(mut self, outputs: &[(&str, Operand)]) -> Result<Graph> {
         let outputs: Vec<(String, Operand)> = outputs.iter().map(|(n, o)| (n.to_string(), *o)).collect();
@@ -355,17 +354,19 @@ pub fn argmax(values: &[f32]) -> usize {
     best
 }
 
-/// cos and sin of pos * theta^(-2j/head_dim), j < head_dim / 2, in float32 like the reference.
+/// cos and sin of pos * theta^(-2j/head_dim), j < head_dim / 2, in float32 like the reference,
+/// laid out for [`G::rope`]: [cos, cos] and [-sin, sin].
 fn rope_angles(c: &Config, pos: u32) -> (Vec<f32>, Vec<f32>) {
     let half = c.head_dim / 2;
-    (0..half)
+    let (cos, sin): (Vec<f32>, Vec<f32>) = (0..half)
         .map(|j| {
             let exponent = (2 * j) as f32 / c.head_dim as f32;
             let inv_freq = 1.0f32 / (c.rope_theta.powf(exponent as f64) as f32);
             let a = pos as f32 * inv_freq;
             ((a as f64).cos() as f32, (a as f64).sin() as f32)
         })
-        .unzip()
+        .unzip();
+    ([&cos[..], &cos[..]].concat(), sin.iter().map(|s| -s).chain(sin.iter().copied()).collect())
 }
 
 fn bytes(values: &[f32]) -> Vec<u8> {
@@ -391,9 +392,12 @@ struct Tensors {
     cos: Tensor,
     sin: Tensor,
     mask: Tensor,
+    /// [1, max_seq]: 1 at the position (the cache entry written), and its complement.
     onehot: Tensor,
+    keep: Tensor,
     logits: Tensor,
-    /// Per layer, two ping-pong copies of the key and value caches.
+    /// Per layer, two ping-pong copies of the key and value caches, laid out as the attention's
+    /// matmuls read them: keys [kv_heads * head_dim, max_seq], values [kv_heads, max_seq, head_dim].
     keys: Vec<[Tensor; 2]>,
     values: Vec<[Tensor; 2]>,
 }
@@ -568,11 +572,13 @@ impl<'w> Moe<'w> {
         mask[..=self.pos as usize].fill(0.0);
         let mut onehot = vec![0f32; s as usize];
         onehot[self.pos as usize] = 1.0;
+        let keep: Vec<f32> = onehot.iter().map(|v| 1.0 - v).collect();
         let t = &self.t;
         ctx.write_tensor(&t.cos, &bytes(&cos))?;
         ctx.write_tensor(&t.sin, &bytes(&sin))?;
         ctx.write_tensor(&t.mask, &bytes(&mask))?;
         ctx.write_tensor(&t.onehot, &bytes(&onehot))?;
+        ctx.write_tensor(&t.keep, &bytes(&keep))?;
         ctx.write_tensor(&t.token, &(token as i32).to_le_bytes())?;
         let io = |name: &str, t: &Tensor| (name.to_string(), t.clone());
         ctx.dispatch(&self.embed, &[io("token", &t.token)], &[io("x", &t.x[0])])?;
@@ -588,6 +594,7 @@ impl<'w> Moe<'w> {
                     io("sin", &t.sin),
                     io("mask", &t.mask),
                     io("onehot", &t.onehot),
+                    io("keep", &t.keep),
                     io("keys", &t.keys[l][now]),
                     io("values", &t.values[l][now]),
                 ],
@@ -756,8 +763,8 @@ impl Shared {
         let mut keys = Vec::new();
         let mut values = Vec::new();
         for _ in 0..c.n_layers {
-            keys.push([tensor(f, &[s, kv_width], false, true)?, tensor(f, &[s, kv_width], false, true)?]);
-            values.push([tensor(f, &[s, kv_width], false, true)?, tensor(f, &[s, kv_width], false, true)?]);
+            keys.push([tensor(f, &[kv_width, s], false, true)?, tensor(f, &[kv_width, s], false, true)?]);
+            values.push([tensor(f, &[hkv, s, hd], false, true)?, tensor(f, &[hkv, s, hd], false, true)?]);
         }
         let t = Tensors {
             token: tensor(DataType::Int32, &[1], false, true)?,
@@ -765,10 +772,11 @@ impl Shared {
             h: tensor(f, &[1, d], false, false)?,
             router_logits: tensor(f, &[1, c.n_experts], true, false)?,
             expert_weight: [tensor(f, &[1, 1], false, true)?, tensor(f, &[1, 1], false, true)?],
-            cos: tensor(f, &[1, hd / 2], false, true)?,
-            sin: tensor(f, &[1, hd / 2], false, true)?,
+            cos: tensor(f, &[1, hd], false, true)?,
+            sin: tensor(f, &[1, hd], false, true)?,
             mask: tensor(f, &[1, s], false, true)?,
-            onehot: tensor(f, &[s, 1], false, true)?,
+            onehot: tensor(f, &[1, s], false, true)?,
+            keep: tensor(f, &[1, s], false, true)?,
             logits: tensor(f, &[1, c.vocab], true, false)?,
             keys,
             values,
@@ -787,12 +795,13 @@ impl Shared {
             let p = format!("layers.{l}.");
             let mut g = G::new(ctx, constants)?;
             let x = g.input("x", &[1, d])?;
-            let cos = g.input("cos", &[1, hd / 2])?;
-            let sin = g.input("sin", &[1, hd / 2])?;
+            let cos = g.input("cos", &[1, hd])?;
+            let sin = g.input("sin", &[1, hd])?;
             let mask = g.input("mask", &[1, s])?;
-            let onehot = g.input("onehot", &[s, 1])?;
-            let k_in = g.input("keys", &[s, kv_width])?;
-            let v_in = g.input("values", &[s, kv_width])?;
+            let onehot = g.input("onehot", &[1, s])?;
+            let keep = g.input("keep", &[1, s])?;
+            let k_in = g.input("keys", &[kv_width, s])?;
+            let v_in = g.input("values", &[hkv, s, hd])?;
             let hn = g.rmsnorm(x, &format!("{p}attn_norm.weight"), c.norm_eps)?;
             let q = g.linear(hn, &format!("{p}attn.wq.weight"))?;
             let q = g.reshape(q, &[h, hd])?;
@@ -800,21 +809,19 @@ impl Shared {
             let k = g.linear(hn, &format!("{p}attn.wk.weight"))?;
             let k = g.reshape(k, &[hkv, hd])?;
             let k = g.rope(k, cos, sin)?;
-            let k = g.reshape(k, &[1, kv_width])?;
+            let k = g.reshape(k, &[kv_width, 1])?;
             let v = g.linear(hn, &format!("{p}attn.wv.weight"))?;
-            // The cache row at this position takes the new k / v; every other row is kept (0/1).
-            let one = g.scalar(1.0)?;
-            let keep = g.sub(one, onehot)?;
-            let (kk, kn) = (g.mul(k_in, keep)?, g.mul(onehot, k)?);
+            let v = g.reshape(v, &[hkv, 1, hd])?;
+            // The cache entry at this position takes the new k / v; every other entry is kept (0/1).
+            let (kk, kn) = (g.mul(k_in, keep)?, g.mul(k, onehot)?);
             let keys = g.add(kk, kn)?;
-            let (vk, vn) = (g.mul(v_in, keep)?, g.mul(onehot, v)?);
+            let (keep3, onehot3) = (g.reshape(keep, &[1, s, 1])?, g.reshape(onehot, &[1, s, 1])?);
+            let (vk, vn) = (g.mul(v_in, keep3)?, g.mul(v, onehot3)?);
             let values = g.add(vk, vn)?;
             // GQA: query head i = kv head i / rep, so [H, hd] -> [Hkv, rep, hd] against [Hkv, hd, S].
             let q3 = g.reshape(q, &[hkv, rep, hd])?;
-            let k3 = g.reshape(keys, &[s, hkv, hd])?;
-            let k3 = g.transpose(k3, &[1, 2, 0])?;
-            let v3 = g.reshape(values, &[s, hkv, hd])?;
-            let v3 = g.transpose(v3, &[1, 0, 2])?;
+            let k3 = g.reshape(keys, &[hkv, hd, s])?;
+            let v3 = values;
             let scores = g.b.operator1(Op::Matmul, &[q3, k3], "")?;
             let scale = g.scalar(1.0 / (hd as f64).sqrt())?;
             let scores = g.mul(scores, scale)?;

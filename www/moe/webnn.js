@@ -53,17 +53,35 @@ class Graphs {
   async linear(x, name) {
     return this.b.gemm(x, await this.weight(this.b, name), { bTranspose: true });
   }
+  // x / sqrt(mean(x^2) + eps) * w, the mean of squares as reduceSumSquare / n (one kernel fewer
+  // than squaring first).
   async rmsnorm(x, name, eps) {
     const b = this.b;
-    const meanSquare = b.reduceMean(b.mul(x, x), { axes: [1], keepDimensions: true });
+    const sumSquare = b.reduceSumSquare(x, { axes: [1], keepDimensions: true });
+    const meanSquare = b.mul(sumSquare, this.scalar(1 / x.shape[1]));
     return b.mul(b.div(x, b.sqrt(b.add(meanSquare, this.scalar(eps)))), await this.weight(b, name));
   }
-  // rotate_half RoPE on t [n, head_dim] with cos, sin [1, head_dim / 2].
+  // rotate_half RoPE on t [n, head_dim] with cos = [cos, cos] and sin = [-sin, sin], each
+  // [1, head_dim] (see ropeInputs): t * cos + swapHalves(t) * sin, the halves swapped by a
+  // reverse (two kernels, where split, two products and concat took five).
   rope(t, cos, sin) {
     const b = this.b;
-    const [x1, x2] = b.split(t, 2, { axis: 1 });
-    return b.concat([b.sub(b.mul(x1, cos), b.mul(x2, sin)), b.add(b.mul(x2, cos), b.mul(x1, sin))], 1);
+    const [n, hd] = t.shape;
+    const swapped = b.reshape(b.reverse(b.reshape(t, [n, 2, hd / 2]), { axes: [1] }), [n, hd]);
+    return b.add(b.mul(t, cos), b.mul(swapped, sin));
   }
+}
+
+/** The rope() inputs at `pos`: [cos, cos] and [-sin, sin] of ropeAngles. */
+function ropeInputs(config, pos) {
+  const { cos, sin } = ropeAngles(config, pos);
+  const half = cos.length;
+  const full = { cos: new Float32Array(2 * half), sin: new Float32Array(2 * half) };
+  full.cos.set(cos);
+  full.cos.set(cos, half);
+  full.sin.set(sin.map((v) => -v));
+  full.sin.set(sin, half);
+  return full;
 }
 
 /** Tensor names and shapes of an MLWeightFile as the { tensors: Map } checkTensors() reads. */
@@ -222,17 +240,21 @@ export class WebnnMoe {
       h: await tensor([1, d], {}),
       routerLogits: await tensor([1, c.n_experts], { readable: true }),
       expertWeight: [await tensor([1, 1], { writable: true }), await tensor([1, 1], { writable: true })],
-      cos: await tensor([1, hd / 2], { writable: true }),
-      sin: await tensor([1, hd / 2], { writable: true }),
+      cos: await tensor([1, hd], { writable: true }),
+      sin: await tensor([1, hd], { writable: true }),
       mask: await tensor([1, S], { writable: true }),
-      onehot: await tensor([S, 1], { writable: true }),
+      // 1 at the position (the cache entry written) and its complement.
+      onehot: await tensor([1, S], { writable: true }),
+      keep: await tensor([1, S], { writable: true }),
       logits: await tensor([1, c.vocab], { readable: true }),
       keys: [],
       values: [],
     };
+    // The caches are laid out as the attention's matmuls read them: keys [kvWidth, S], values
+    // [Hkv, S, hd].
     for (let l = 0; l < c.n_layers; l++) {
-      this.t.keys.push([await tensor([S, kvWidth], { writable: true }), await tensor([S, kvWidth], { writable: true })]);
-      this.t.values.push([await tensor([S, kvWidth], { writable: true }), await tensor([S, kvWidth], { writable: true })]);
+      this.t.keys.push([await tensor([kvWidth, S], { writable: true }), await tensor([kvWidth, S], { writable: true })]);
+      this.t.values.push([await tensor([Hkv, S, hd], { writable: true }), await tensor([Hkv, S, hd], { writable: true })]);
     }
 
     // The token's embedding row, gathered on the GPU.
@@ -249,24 +271,24 @@ export class WebnnMoe {
       g = this.graphs();
       b = g.b;
       const x = b.input("x", desc([1, d]));
-      const cos = b.input("cos", desc([1, hd / 2]));
-      const sin = b.input("sin", desc([1, hd / 2]));
+      const cos = b.input("cos", desc([1, hd]));
+      const sin = b.input("sin", desc([1, hd]));
       const mask = b.input("mask", desc([1, S]));
-      const onehot = b.input("onehot", desc([S, 1]));
-      const kIn = b.input("keys", desc([S, kvWidth]));
-      const vIn = b.input("values", desc([S, kvWidth]));
+      const onehot = b.input("onehot", desc([1, S]));
+      const keep = b.input("keep", desc([1, S]));
+      const kIn = b.input("keys", desc([kvWidth, S]));
+      const vIn = b.input("values", desc([Hkv, S, hd]));
       const h = await g.rmsnorm(x, p + "attn_norm.weight", c.norm_eps);
       const q = g.rope(b.reshape(await g.linear(h, p + "attn.wq.weight"), [H, hd]), cos, sin);
-      const k = b.reshape(g.rope(b.reshape(await g.linear(h, p + "attn.wk.weight"), [Hkv, hd]), cos, sin), [1, kvWidth]);
-      const v = await g.linear(h, p + "attn.wv.weight");
-      // The cache row at this position takes the new k / v; every other row is kept (exact: 0/1).
-      const keep = b.sub(g.scalar(1), onehot);
-      const keys = b.add(b.mul(kIn, keep), b.mul(onehot, k));
-      const values = b.add(b.mul(vIn, keep), b.mul(onehot, v));
+      const k = b.reshape(g.rope(b.reshape(await g.linear(h, p + "attn.wk.weight"), [Hkv, hd]), cos, sin), [kvWidth, 1]);
+      const v = b.reshape(await g.linear(h, p + "attn.wv.weight"), [Hkv, 1, hd]);
+      // The cache entry at this position takes the new k / v; every other entry is kept (exact: 0/1).
+      const keys = b.add(b.mul(kIn, keep), b.mul(k, onehot));
+      const values = b.add(b.mul(vIn, b.reshape(keep, [1, S, 1])), b.mul(v, b.reshape(onehot, [1, S, 1])));
       // GQA: query head i = kv head i / rep, so [H, hd] -> [Hkv, rep, hd] against [Hkv, hd, S].
       const q3 = b.reshape(q, [Hkv, rep, hd]);
-      const k3 = b.transpose(b.reshape(keys, [S, Hkv, hd]), { permutation: [1, 2, 0] });
-      const v3 = b.transpose(b.reshape(values, [S, Hkv, hd]), { permutation: [1, 0, 2] });
+      const k3 = b.reshape(keys, [Hkv, hd, S]);
+      const v3 = values;
       const scores = b.add(b.mul(b.matmul(q3, k3), g.scalar(1 / Math.sqrt(hd))), mask);
       const heads = b.reshape(b.matmul(b.softmax(scores, 2), v3), [1, H * hd]);
       const xOut = b.add(x, await g.linear(heads, p + "attn.wo.weight"));
@@ -344,7 +366,7 @@ export class WebnnMoe {
     const S = c.max_seq;
     if (this.pos >= S) throw new RangeError(`sequence longer than max_seq ${S}`);
     const T = this.t;
-    const { cos, sin } = ropeAngles(c, this.pos);
+    const { cos, sin } = ropeInputs(c, this.pos);
     const mask = new Float32Array(S).fill(MASKED);
     mask.fill(0, 0, this.pos + 1);
     const onehot = new Float32Array(S);
@@ -353,6 +375,7 @@ export class WebnnMoe {
     ctx.writeTensor(T.sin, sin);
     ctx.writeTensor(T.mask, mask);
     ctx.writeTensor(T.onehot, onehot);
+    ctx.writeTensor(T.keep, onehot.map((v) => 1 - v));
     if (!Number.isInteger(token) || token < 0 || token >= c.vocab) throw new RangeError(`token ${token} is not in 0..${c.vocab - 1}`);
     ctx.writeTensor(T.token, new Int32Array([token]));
     let cur = 0; // T.x[cur] holds the residual stream
@@ -364,7 +387,7 @@ export class WebnnMoe {
     for (let l = 0; l < c.n_layers; l++) {
       this.countMiss(this.attention[l]);
       ctx.dispatch(this.attention[l], {
-        x: T.x[cur], cos: T.cos, sin: T.sin, mask: T.mask, onehot: T.onehot,
+        x: T.x[cur], cos: T.cos, sin: T.sin, mask: T.mask, onehot: T.onehot, keep: T.keep,
         keys: T.keys[l][now], values: T.values[l][now],
       }, { x: T.x[1 - cur], keys: T.keys[l][1 - now], values: T.values[l][1 - now] });
       cur = 1 - cur;
