@@ -1,6 +1,6 @@
 // Weight streaming benchmark in headless Chromium (WebGPU on SwiftShader). Writes safetensors
 // files (SIZES_MIB="256 1024", tensors of 64 MiB) to OPFS, then moves every tensor of the file
-// to GPU buffers along each path below, REPEATS times interleaved (path after path, then again;
+// to GPU buffers along each path below, REPEATS times interleaved (path after path, then again in reverse order;
 // the median time counts, the machine being shared and noisy; so does the median over
 // repetitions of each repetition's ratio, which compares runs made under the same load):
 //   ours      openWeights(handle) + constantTensor() per tensor (the extension)
@@ -283,7 +283,8 @@ try {
     const runs = Object.fromEntries(PATHS.map((p) => [p, []]));
     ratios[mib] = { plain: [], worker: [] };
     for (let r = 0; r < REPEATS; r++) {
-      for (const path of PATHS) {
+      // The order alternates, so that no path always runs right after another's buffers were freed.
+      for (const path of r % 2 ? [...PATHS].reverse() : PATHS) {
         const run = await measure(path, file).catch((e) => ({ error: e.message.split('\n')[0] }));
         if (run.error) await page.evaluate(() => window.bench.reset());
         console.error(JSON.stringify({ mib, path, ...run }));
