@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::weight_files::{safetensors, safetensors_raw, Gguf};
+use common::weight_files::{read_back, safetensors, safetensors_raw, Gguf};
 use common::{block_on, context, Rng};
 use std::rc::Rc;
 
@@ -12,26 +12,6 @@ use webnn_wgpu::graph::DataType;
 use webnn_wgpu::runtime::{Context, Tensor};
 use webnn_wgpu::weights::{BytesSource, LoadOptions, StoredType, WeightFile};
 use webnn_wgpu::Error;
-
-/// Reads a constant tensor's device buffer back (constants are not readable through the API).
-fn read_back(ctx: &Context, tensor: &Tensor) -> Vec<u8> {
-    // Work the loader left for the next submission (float16 widening) goes first.
-    block_on(ctx.flush()).expect("flush");
-    let buffer = tensor.buffer().expect("resident");
-    let staging = ctx.device().create_buffer(&wgpu::BufferDescriptor {
-        label: Some("test readback"),
-        size: buffer.size,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    let mut encoder = ctx.device().create_command_encoder(&Default::default());
-    encoder.copy_buffer_to_buffer(&buffer.buffer, 0, &staging, 0, buffer.size);
-    ctx.queue().submit([encoder.finish()]);
-    staging.map_async(wgpu::MapMode::Read, .., |r| r.expect("map"));
-    ctx.device().poll(wgpu::PollType::wait_indefinitely()).expect("poll");
-    let bytes = staging.slice(..).get_mapped_range().expect("mapped").to_vec();
-    bytes[..tensor.descriptor().byte_length() as usize].to_vec()
-}
 
 fn open(name: &str, bytes: Vec<u8>) -> (Rc<BytesSource>, webnn_wgpu::Result<WeightFile>) {
     let source = Rc::new(BytesSource::new(name, bytes));

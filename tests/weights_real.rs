@@ -7,30 +7,12 @@ mod common;
 
 use std::path::Path;
 
+use common::weight_files::read_back;
 use common::{block_on, context};
 use half::f16;
 use webnn_wgpu::graph::DataType;
-use webnn_wgpu::runtime::{Context, Tensor};
+use webnn_wgpu::runtime::Context;
 use webnn_wgpu::weights::{FileSource, LoadOptions, WeightFile};
-
-fn read_back(ctx: &Context, tensor: &Tensor) -> Vec<u8> {
-    // Work the loader left for the next submission (float16 widening) goes first.
-    block_on(ctx.flush()).expect("flush");
-    let buffer = tensor.buffer().expect("resident");
-    let staging = ctx.device().create_buffer(&wgpu::BufferDescriptor {
-        label: Some("test readback"),
-        size: buffer.size,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    let mut encoder = ctx.device().create_command_encoder(&Default::default());
-    encoder.copy_buffer_to_buffer(&buffer.buffer, 0, &staging, 0, buffer.size);
-    ctx.queue().submit([encoder.finish()]);
-    staging.map_async(wgpu::MapMode::Read, .., |r| r.expect("map"));
-    ctx.device().poll(wgpu::PollType::wait_indefinitely()).expect("poll");
-    let bytes = staging.slice(..).get_mapped_range().expect("mapped").to_vec();
-    bytes[..tensor.descriptor().byte_length() as usize].to_vec()
-}
 
 /// Values as float64 and their 32-bit patterns (float32 bits, int32 bits), from WebNN bytes.
 fn decode(data_type: DataType, bytes: &[u8]) -> (Vec<f64>, Vec<u32>) {

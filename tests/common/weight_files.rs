@@ -1,4 +1,27 @@
-//! Builders of small safetensors and GGUF files for the loader's tests.
+//! Builders of small safetensors and GGUF files for the loader's tests, and reading a loaded
+//! constant back.
+
+use webnn_wgpu::runtime::{Context, Tensor};
+
+/// Reads a constant tensor's device buffer back (constants are not readable through the API).
+pub fn read_back(ctx: &Context, tensor: &Tensor) -> Vec<u8> {
+    // Work the loader left for the next submission (float16 widening) goes first.
+    super::block_on(ctx.flush()).expect("flush");
+    let buffer = tensor.buffer().expect("resident");
+    let staging = ctx.device().create_buffer(&wgpu::BufferDescriptor {
+        label: Some("test readback"),
+        size: buffer.size,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = ctx.device().create_command_encoder(&Default::default());
+    encoder.copy_buffer_to_buffer(&buffer.buffer, 0, &staging, 0, buffer.size);
+    ctx.queue().submit([encoder.finish()]);
+    staging.map_async(wgpu::MapMode::Read, .., |r| r.expect("map"));
+    ctx.device().poll(wgpu::PollType::wait_indefinitely()).expect("poll");
+    let bytes = staging.slice(..).get_mapped_range().expect("mapped").to_vec();
+    bytes[..tensor.descriptor().byte_length() as usize].to_vec()
+}
 
 /// A safetensors file from a raw JSON header and data section.
 pub fn safetensors_raw(header: &str, data: &[u8]) -> Vec<u8> {
