@@ -315,16 +315,22 @@ impl<'w> G<'w> {
         self.mul(normed, w)
     }
     /// rotate_half RoPE on t [n, head_dim] with cos = [cos, cos] and sin = [-sin, sin], each
-    /// [1, head_dim]: t * cos + swap_halves(t) * sin, the halves swapped by a reverse (two
-    /// kernels, where split, two products and concat took five).
-    fn rope(&mut self, t: Operand, cos: Operand, sin: Operand) -> Result<Operand> {
-        let shape = self.b.descriptor(t)?.shape.clone();
-        let (n, hd) = (shape[0], shape[1]);
-        let halves = self.reshape(t, &[n, 2, hd / 2])?;
-        let swapped = self.b.operator1(Op::Reverse { axes: Some(vec![1]) }, &[halves], "")?;
-        let swapped = self.reshape(swapped, &[n, hd])?;
+    /// [1, head_dim]: t * cos + swap_halves(t) * sin, the halves swapped by a matmul with the
+    /// permutation `swap` (see [`G::half_swap`]), which takes the products and the sum as its
+    /// epilogue: one kernel, where reverse and a fused product kernel took two (exact: each output
+    /// is one input times 1 plus zeros).
+    fn rope(&mut self, t: Operand, cos: Operand, sin: Operand, swap: Operand) -> Result<Operand> {
+        let swapped = self.b.operator1(Op::Matmul, &[t, swap], "")?;
         let (a, b) = (self.mul(t, cos)?, self.mul(swapped, sin)?);
         self.add(a, b)
+    }
+    /// The [head_dim, head_dim] permutation matrix P with (t P)[j] = t[(j + head_dim/2) % head_dim].
+    fn half_swap(&mut self, hd: u32) -> Result<Operand> {
+        let mut p = vec![0f32; (hd * hd) as usize];
+        for j in 0..hd {
+            p[(((j + hd / 2) % hd) * hd + j) as usize] = 1.0;
+        }
+        self.b.constant(f32s(&[hd, hd]), &bytes(&p))
     }
     fn build(mut self, outputs: &[(&str, Operand)]) -> Result<Graph> {
         let outputs: Vec<(String, Operand)> = outputs.iter().map(|(n, o)| (n.to_string(), *o)).collect();
@@ -428,7 +434,6 @@ pub struct Moe<'w> {
     pub ctx: Context,
     weights: &'w Weights,
     t: Tensors,
-    embed: Graph,
     attention: Vec<Graph>,
     final_graph: Graph,
     experts: Vec<Vec<Slot>>,
@@ -472,9 +477,9 @@ impl<'w> Moe<'w> {
             Mode::RebuildHost => Constants::Host(weights),
             _ => Constants::File(weights),
         };
-        let Shared { t, embed, attention, final_graph } = Shared::build(&ctx, &config, constants)?;
+        let Shared { t, attention, final_graph } = Shared::build(&ctx, &config, constants)?;
         // Every token runs these: the budget evicts experts before them.
-        for g in attention.iter().chain([&embed, &final_graph]) {
+        for g in attention.iter().chain([&final_graph]) {
             g.set_eviction_priority(EvictionPriority::High);
         }
         let mut m = Moe {
@@ -484,7 +489,6 @@ impl<'w> Moe<'w> {
             ctx,
             weights,
             t,
-            embed,
             attention,
             final_graph,
             pos: 0,
@@ -579,15 +583,15 @@ impl<'w> Moe<'w> {
         ctx.write_tensor(&t.keep, &bytes(&keep))?;
         ctx.write_tensor(&t.token, &(token as i32).to_le_bytes())?;
         let io = |name: &str, t: &Tensor| (name.to_string(), t.clone());
-        ctx.dispatch(&self.embed, &[io("token", &t.token)], &[io("x", &t.x[0])])?;
         let mut cur = 0;
         let now = (self.pos % 2) as usize;
         for l in 0..c.n_layers as usize {
             let t = &self.t;
+            let residual = if l == 0 { io("token", &t.token) } else { io("x", &t.x[cur]) };
             ctx.dispatch(
                 &self.attention[l],
                 &[
-                    io("x", &t.x[cur]),
+                    residual,
                     io("cos", &t.cos),
                     io("sin", &t.sin),
                     io("mask", &t.mask),
@@ -747,9 +751,9 @@ impl<'w> Moe<'w> {
 /// The graphs every token uses and the tensors they work on.
 struct Shared {
     t: Tensors,
-    embed: Graph,
-    /// Per layer: attention, then the router's norm and logits (one graph, one dispatch fewer
-    /// a layer than two: a dispatch costs about 50 µs of wgpu CPU time on the H200).
+    /// Per layer: attention (the first layer's from the token's embedding), then the router's
+    /// norm and logits; one graph, one dispatch fewer a layer than two: a dispatch costs about
+    /// 50 µs of wgpu CPU time on the H200.
     attention: Vec<Graph>,
     final_graph: Graph,
 }
@@ -786,18 +790,19 @@ impl Shared {
             values,
         };
 
-        // The embedding row of the token, gathered on the GPU.
-        let mut g = G::new(ctx, constants)?;
-        let token = g.b.input("token", OperandDescriptor::new(DataType::Int32, vec![1]))?;
-        let table = g.weight("embed.weight")?;
-        let x = g.b.operator1(Op::Gather { axis: 0 }, &[table, token], "")?;
-        let embed = g.build(&[("x", x)])?;
-
         let mut attention = Vec::new();
         for l in 0..c.n_layers {
             let p = format!("layers.{l}.");
             let mut g = G::new(ctx, constants)?;
-            let x = g.input("x", &[1, d])?;
+            // The first layer's graph starts from the token's embedding row, gathered on the GPU
+            // (a dispatch fewer a token than a graph of its own).
+            let x = if l == 0 {
+                let token = g.b.input("token", OperandDescriptor::new(DataType::Int32, vec![1]))?;
+                let table = g.weight("embed.weight")?;
+                g.b.operator1(Op::Gather { axis: 0 }, &[table, token], "")?
+            } else {
+                g.input("x", &[1, d])?
+            };
             let cos = g.input("cos", &[1, hd])?;
             let sin = g.input("sin", &[1, hd])?;
             let mask = g.input("mask", &[1, s])?;
@@ -807,11 +812,12 @@ impl Shared {
             let v_in = g.input("values", &[hkv, s, hd])?;
             let hn = g.rmsnorm(x, &format!("{p}attn_norm.weight"), c.norm_eps)?;
             let q = g.linear(hn, &format!("{p}attn.wq.weight"))?;
+            let swap = g.half_swap(hd)?;
             let q = g.reshape(q, &[h, hd])?;
-            let q = g.rope(q, cos, sin)?;
+            let q = g.rope(q, cos, sin, swap)?;
             let k = g.linear(hn, &format!("{p}attn.wk.weight"))?;
             let k = g.reshape(k, &[hkv, hd])?;
-            let k = g.rope(k, cos, sin)?;
+            let k = g.rope(k, cos, sin, swap)?;
             let k = g.reshape(k, &[kv_width, 1])?;
             let v = g.linear(hn, &format!("{p}attn.wv.weight"))?;
             let v = g.reshape(v, &[hkv, 1, hd])?;
@@ -844,7 +850,7 @@ impl Shared {
         let normed = g.rmsnorm(x, "norm.weight", c.norm_eps)?;
         let logits = g.linear(normed, "lm_head.weight")?;
         let final_graph = g.build(&[("logits", logits)])?;
-        Ok(Shared { t, embed, attention, final_graph })
+        Ok(Shared { t, attention, final_graph })
     }
 }
 

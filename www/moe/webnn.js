@@ -1,7 +1,7 @@
 // The demo MoE model on WebNN graphs, token by token with a KV cache held in MLTensors.
 //
-// Graphs: an embedding graph (gather of the token's row); per layer an attention graph (rmsnorm,
-// q/k/v, RoPE, GQA attention over the cache, wo, residual) that goes on with the router (rmsnorm,
+// Graphs: per layer an attention graph (the first layer's starts from the token's embedding row,
+// gathered on the GPU; rmsnorm, q/k/v, RoPE, GQA attention over the cache, wo, residual) that goes on with the router (rmsnorm,
 // router logits; read back: top-2 and their softmax run in JS, model.js route()); one graph per expert
 // that adds its weighted SwiGLU output to the residual stream, x + weight * w2(silu(w1 h) * w3 h),
 // so the two selected experts run one after the other in the same order as the CPU reference
@@ -62,13 +62,20 @@ class Graphs {
     return b.mul(b.div(x, b.sqrt(b.add(meanSquare, this.scalar(eps)))), await this.weight(b, name));
   }
   // rotate_half RoPE on t [n, head_dim] with cos = [cos, cos] and sin = [-sin, sin], each
-  // [1, head_dim] (see ropeInputs): t * cos + swapHalves(t) * sin, the halves swapped by a
-  // reverse (two kernels, where split, two products and concat took five).
+  // [1, head_dim] (see ropeInputs): t * cos + swapHalves(t) * sin, the halves swapped by a matmul
+  // with a permutation matrix, which takes the products and the sum as its epilogue: one kernel,
+  // where reverse and a fused product kernel took two (exact: each output is one input times 1
+  // plus zeros).
   rope(t, cos, sin) {
     const b = this.b;
-    const [n, hd] = t.shape;
-    const swapped = b.reshape(b.reverse(b.reshape(t, [n, 2, hd / 2]), { axes: [1] }), [n, hd]);
-    return b.add(b.mul(t, cos), b.mul(swapped, sin));
+    const hd = t.shape[1];
+    if (!this.halfSwap) {
+      // P with (t P)[j] = t[(j + hd/2) % hd], one per builder.
+      const p = new Float32Array(hd * hd);
+      for (let j = 0; j < hd; j++) p[((j + hd / 2) % hd) * hd + j] = 1;
+      this.halfSwap = b.constant(desc([hd, hd]), p);
+    }
+    return b.add(b.mul(t, cos), b.mul(b.matmul(t, this.halfSwap), sin));
   }
 }
 
@@ -175,7 +182,7 @@ export class WebnnMoe {
   async init() {
     const c = this.c;
     const count = c.n_layers * c.n_experts;
-    const total = c.n_layers + 2 + count;
+    const total = c.n_layers + 1 + count;
     let done = 0;
     const progress = () => this.onProgress?.(++done, total);
     const budgetOf = () => Math.round(this.nonExpertBytes + this.budgetFraction * this.expertGraphBytes * count);
@@ -257,21 +264,18 @@ export class WebnnMoe {
       this.t.values.push([await tensor([Hkv, S, hd], { writable: true }), await tensor([Hkv, S, hd], { writable: true })]);
     }
 
-    // The token's embedding row, gathered on the GPU.
-    let g = this.graphs();
-    let b = g.b;
-    const token = b.input("token", { dataType: "int32", shape: [1] });
-    this.embedding = await b.build({ x: b.gather(await this.weight(b, "embed.weight"), token, { axis: 0 }) });
-    progress();
-
     // Per layer one graph: attention, then the router's norm and logits (a dispatch fewer a layer
     // than two graphs: a dispatch costs about 50 µs of wgpu CPU time on the H200).
     this.attention = [];
     for (let l = 0; l < c.n_layers; l++) {
       const p = `layers.${l}.`;
-      g = this.graphs();
-      b = g.b;
-      const x = b.input("x", desc([1, d]));
+      const g = this.graphs();
+      const b = g.b;
+      // The first layer's graph starts from the token's embedding row, gathered on the GPU (a
+      // dispatch fewer a token than a graph of its own).
+      const x = l === 0
+        ? b.gather(await this.weight(b, "embed.weight"), b.input("token", { dataType: "int32", shape: [1] }), { axis: 0 })
+        : b.input("x", desc([1, d]));
       const cos = b.input("cos", desc([1, hd]));
       const sin = b.input("sin", desc([1, hd]));
       const mask = b.input("mask", desc([1, S]));
@@ -299,13 +303,13 @@ export class WebnnMoe {
       progress();
     }
 
-    g = this.graphs();
-    b = g.b;
+    const g = this.graphs();
+    const b = g.b;
     const x = b.input("x", desc([1, d]));
     const normed = await g.rmsnorm(x, "norm.weight", c.norm_eps);
     this.final = await b.build({ logits: await g.linear(normed, "lm_head.weight") });
     // Every token runs these: under a memoryBudget the runtime evicts experts before them.
-    for (const graph of [this.embedding, ...this.attention, this.final]) {
+    for (const graph of [...this.attention, this.final]) {
       if ("evictionPriority" in graph) graph.evictionPriority = "high";
     }
     progress();
@@ -375,15 +379,13 @@ export class WebnnMoe {
     if (!Number.isInteger(token) || token < 0 || token >= c.vocab) throw new RangeError(`token ${token} is not in 0..${c.vocab - 1}`);
     ctx.writeTensor(T.token, new Int32Array([token]));
     let cur = 0; // T.x[cur] holds the residual stream
-    this.countMiss(this.embedding);
-    ctx.dispatch(this.embedding, { token: T.token }, { x: T.x[cur] });
     const toDestroy = [];
     this.lastRoutes = [];
     const now = this.pos % 2;
     for (let l = 0; l < c.n_layers; l++) {
       this.countMiss(this.attention[l]);
       ctx.dispatch(this.attention[l], {
-        x: T.x[cur], cos: T.cos, sin: T.sin, mask: T.mask, onehot: T.onehot, keep: T.keep,
+        ...(l === 0 ? { token: T.token } : { x: T.x[cur] }), cos: T.cos, sin: T.sin, mask: T.mask, onehot: T.onehot, keep: T.keep,
         keys: T.keys[l][now], values: T.values[l][now],
       }, { x: T.x[1 - cur], keys: T.keys[l][1 - now], values: T.values[l][1 - now], h: T.h, logits: T.routerLogits });
       cur = 1 - cur;
