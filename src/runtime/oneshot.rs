@@ -36,6 +36,13 @@ impl<T> Sender<T> {
     }
 }
 
+impl<T> Receiver<T> {
+    /// Whether the value was sent (awaiting it then returns at once).
+    pub fn is_ready(&self) -> bool {
+        self.0.lock().map(|state| state.value.is_some()).unwrap_or(false)
+    }
+}
+
 impl<T> Future for Receiver<T> {
     type Output = T;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
