@@ -433,3 +433,37 @@ fn dispatches_keep_their_order_with_writes_destruction_and_eviction() {
     }
     assert_eq!(ctx.take_uncaptured_error(), None);
 }
+
+/// A graph dispatched with tensors bound in turns (more pairs than it keeps bind group sets for,
+/// and again after a swap-out and swap-in gave it new constant buffers) reads and writes the
+/// tensors of each dispatch: `y = x + 1` along a ring of six tensors.
+#[test]
+fn bind_groups_follow_the_tensors_of_each_dispatch() {
+    let ctx = context();
+    let d = OperandDescriptor::new(DataType::Float32, vec![4]);
+    let mut b = GraphBuilder::new(&ctx).unwrap();
+    let x = b.input("x", d.clone()).unwrap();
+    let one = b.constant(d.clone(), &f32s(&[1.0; 4])).unwrap();
+    let y = b.operator1(Op::Binary(BinaryOp::Add), &[x, one], "").unwrap();
+    let graph = block_on(b.build(&[("y".to_string(), y)])).unwrap();
+    let ring: Vec<Tensor> = (0..6).map(|_| tensor(&ctx, &d, true, true).unwrap()).collect();
+    let mut want = [0.0f32; 6];
+    for (i, t) in ring.iter().enumerate() {
+        want[i] = 10.0 * i as f32;
+        ctx.write_tensor(t, &f32s(&[want[i]; 4])).unwrap();
+    }
+    for step in 0..40usize {
+        // Forward along the ring, then backward, so the same graph sees every pair both ways.
+        let (from, to) = if step < 20 { (step % 6, (step + 1) % 6) } else { ((step + 1) % 6, step % 6) };
+        if step == 27 {
+            block_on(graph.swap_out(Residency::Host)).unwrap();
+        }
+        ctx.dispatch(&graph, &[("x".into(), ring[from].clone())], &[("y".into(), ring[to].clone())]).unwrap();
+        want[to] = want[from] + 1.0;
+        if step % 5 == 4 {
+            for (t, w) in ring.iter().zip(want) {
+                assert_eq!(block_on(ctx.read_tensor(t)).unwrap(), f32s(&[w; 4]), "after step {step}");
+            }
+        }
+    }
+}
