@@ -1,5 +1,7 @@
-//! Native benchmarks (wgpu on Vulkan): `cargo run --release --example bench_native -- [memory] [matmul]`.
+//! Native benchmarks (wgpu on Vulkan): `cargo run --release --example bench_native -- [memory] [matmul] [dispatch]`.
 //! Prints a table per benchmark with the physical reference measured in the same run.
+//! dispatch: the CPU cost of `dispatch`, `writeTensor` and `readTensor` on small tensors (the
+//! token loop of a decoder) against the same work in plain wgpu, the floor under them.
 //! matmul sizes: `BENCH_MATMUL=256,512 BENCH_GEMV=1024` (defaults 1024,4096 and 4096,8192);
 //! `CUBLAS_TFLOPS=48.5` adds the ratio to a cuBLAS figure measured beside it, and
 //! `DEVICE_COPY_GBS=3943` a device copy bandwidth measured beside it (PyTorch's).
@@ -9,7 +11,7 @@ use webnn_wgpu::graph::{DataType, GraphBuilder, OperandDescriptor};
 use webnn_wgpu::memory::Residency;
 use webnn_wgpu::ops::elementwise_binary::BinaryOp;
 use webnn_wgpu::ops::Op;
-use webnn_wgpu::runtime::{Context, ContextOptions, Graph};
+use webnn_wgpu::runtime::{Context, ContextOptions, Graph, TensorDescriptor};
 
 const MIB: u64 = 1 << 20;
 /// Constants are split into 16 MiB tensors so any adapter can bind them.
@@ -279,6 +281,125 @@ fn matmul(ctx: &Context) {
     }
 }
 
+/// Microseconds per call of `op` (median of 5 batches of `n`), and per call once the GPU
+/// finished the batch.
+fn per_call(ctx: &Context, n: usize, op: &mut dyn FnMut(usize)) -> (f64, f64) {
+    let idle = || {
+        let _ = ctx.device().poll(wgpu::PollType::wait_indefinitely());
+    };
+    let (mut cpu, mut done) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        idle();
+        let t = Instant::now();
+        (0..n).for_each(&mut *op);
+        cpu.push(t.elapsed().as_secs_f64() * 1e6 / n as f64);
+        idle();
+        done.push(t.elapsed().as_secs_f64() * 1e6 / n as f64);
+    }
+    (median(cpu), median(done))
+}
+
+fn dispatch(ctx: &Context) {
+    println!("## dispatch, writeTensor, readTensor of small tensors ({}): µs per call, CPU / until the GPU is done", ctx.adapter_info().name);
+    println!("| operation | webnn-wgpu | plain wgpu (the floor) | ratio (CPU) |");
+    println!("|---|---|---|---|");
+    let (device, queue) = (ctx.device(), ctx.queue());
+    let d = OperandDescriptor::new(DataType::Float32, vec![1, 64]);
+    let tensor = |readable| {
+        pollster::block_on(ctx.create_tensor(TensorDescriptor { operand: d.clone(), readable, writable: true })).unwrap()
+    };
+    let (x, y) = (tensor(true), tensor(true));
+    // Plain wgpu: one storage buffer and a kernel that reads and writes it, so that successive
+    // kernels depend on each other as a graph's do.
+    let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 256,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: None,
+        source: wgpu::ShaderSource::Wgsl(
+            "@group(0) @binding(0) var<storage, read_write> b: array<f32>;
+             @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) { b[id.x] = b[id.x] + 1.0; }"
+                .into(),
+        ),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: None,
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[wgpu::BindGroupEntry { binding: 0, resource: buffer.as_entire_binding() }],
+    });
+    let row = |name: &str, ours: (f64, f64), plain: (f64, f64)| {
+        println!("| {name} | {:.1} / {:.1} | {:.1} / {:.1} | {:.2}x |", ours.0, ours.1, plain.0, plain.1, ours.0 / plain.0);
+    };
+    for kernels in [1usize, 3, 17] {
+        // reverse along the last axis: one kernel each, never fused.
+        let mut b = GraphBuilder::new(ctx).unwrap();
+        let mut v = b.input("x", d.clone()).unwrap();
+        for _ in 0..kernels {
+            v = b.operator1(Op::Reverse { axes: Some(vec![1]) }, &[v], "").unwrap();
+        }
+        let graph = pollster::block_on(b.build(&[("y".into(), v)])).unwrap();
+        // Two output tensors in turns, as a token loop's residual stream.
+        let ours = per_call(ctx, 1000, &mut |i| {
+            let (from, to) = if i % 2 == 0 { (&x, &y) } else { (&y, &x) };
+            ctx.dispatch(&graph, &[("x".into(), from.clone())], &[("y".into(), to.clone())]).unwrap();
+        });
+        let plain = per_call(ctx, 1000, &mut |_| {
+            let mut encoder = device.create_command_encoder(&Default::default());
+            {
+                let mut pass = encoder.begin_compute_pass(&Default::default());
+                for _ in 0..kernels {
+                    pass.set_pipeline(&pipeline);
+                    pass.set_bind_group(0, &group, &[]);
+                    pass.dispatch_workgroups(1, 1, 1);
+                }
+            }
+            queue.submit([encoder.finish()]);
+        });
+        row(&format!("dispatch of a graph of {kernels} kernels (plain: one submission of {kernels} dispatches)"), ours, plain);
+    }
+    let bytes = [0u8; 256];
+    row(
+        "writeTensor of 256 bytes (plain: queue.write_buffer)",
+        per_call(ctx, 3000, &mut |_| ctx.write_tensor(&x, &bytes).unwrap()),
+        per_call(ctx, 3000, &mut |_| queue.write_buffer(&buffer, 0, &bytes)),
+    );
+    let staging = |_| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 256,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    };
+    row(
+        "readTensor of 256 bytes, GPU idle (plain: copy, map_async, blocking poll)",
+        per_call(ctx, 500, &mut |_| {
+            pollster::block_on(ctx.read_tensor(&x)).unwrap();
+        }),
+        per_call(ctx, 500, &mut |i| {
+            let s = staging(i);
+            let mut encoder = device.create_command_encoder(&Default::default());
+            encoder.copy_buffer_to_buffer(&buffer, 0, &s, 0, 256);
+            queue.submit([encoder.finish()]);
+            s.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+            let _ = device.poll(wgpu::PollType::wait_indefinitely());
+            let _ = s.slice(..).get_mapped_range().map(|m| m.to_vec());
+            s.destroy();
+        }),
+    );
+}
+
 fn main() {
     let which: Vec<String> = std::env::args().skip(1).collect();
     let ctx = pollster::block_on(Context::new(ContextOptions::default())).expect("a WebGPU adapter");
@@ -289,5 +410,8 @@ fn main() {
     }
     if which.is_empty() || which.iter().any(|w| w == "matmul") {
         matmul(&ctx);
+    }
+    if which.is_empty() || which.iter().any(|w| w == "dispatch") {
+        dispatch(&ctx);
     }
 }

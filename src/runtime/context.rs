@@ -777,9 +777,10 @@ impl Context {
         // Native backends deliver the callback from poll(); on the web this is a no-op. Natively,
         // non-blocking polls come first for a short while: a blocking wait returns 20-25 µs after
         // the GPU is done (H200, Vulkan), as much as a whole read costs when the work before it
-        // is short, as in token-by-token decoding.
+        // is short, as in token-by-token decoding. Not on a CPU adapter, whose work runs on the
+        // cores the polling would take.
         #[cfg(not(target_arch = "wasm32"))]
-        {
+        if self.inner.adapter_info.device_type != wgpu::DeviceType::Cpu {
             let start = std::time::Instant::now();
             while !mapped.is_ready() && start.elapsed() < READ_SPIN {
                 let _ = self.inner.device.poll(wgpu::PollType::Poll);
