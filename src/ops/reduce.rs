@@ -185,6 +185,18 @@ impl RowReduction<'_> {
     }
 
     pub fn build(&self) -> Result<Launch> {
+        self.build_with(false)
+    }
+
+    /// Like [`build`](Self::build), but every invocation of a row runs `store`, which can then
+    /// write the whole row: `lid` is an invocation's index among the row's `lanes` invocations
+    /// (0 of 1 where a row has a single invocation), for loops like
+    /// `for (var j = lid; j < n; j += lanes)`.
+    pub fn build_spread(&self) -> Result<Launch> {
+        self.build_with(true)
+    }
+
+    fn build_with(&self, spread: bool) -> Result<Launch> {
         let vt = value_type(self.input.data_type)?;
         let (rows, length) = self.rows_and_length();
         let kept: Vec<usize> = (0..self.input.rank()).filter(|a| !self.axes.contains(a)).collect();
@@ -225,12 +237,16 @@ impl RowReduction<'_> {
             if let Some(s) = second {
                 body += &pass(2, &cast(&s.init), "s1");
             }
+            let store = if spread {
+                format!("    let lanes = 256u;\n{}", self.store)
+            } else {
+                format!("    if (lid == 0u) {{\n{}\n    }}", self.store)
+            };
             src += &format!(
                 "var<workgroup> partial: array<{vt}, 256>;\n@compute @workgroup_size(256)\n\
                  fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{\n\
                  \x20   let row = wid.x + wid.y * nwg.x;\n    if (row >= {rows}u) {{ return; }}\n    let base = row_base(row);\n\
-                 {body}    if (lid == 0u) {{\n{}\n    }}\n}}\n",
-                self.store
+                 {body}{store}\n}}\n"
             );
             return Ok(self.launch(src, rows * 256, 256));
         }
@@ -244,6 +260,9 @@ impl RowReduction<'_> {
         body += &pass(1, &init1, &zero);
         if let Some(s) = second {
             body += &pass(2, &cast(&s.init), "s1");
+        }
+        if spread {
+            body += "    let lid = 0u;\n    let lanes = 1u;\n";
         }
         src += &format!(
             "@compute @workgroup_size(64)\n\

@@ -1,5 +1,7 @@
 //! softmax along one axis: a row reduction of the max and of the sum of exp(x - max) per row of
-//! the axis, then `exp(x - max) / sum` element-wise (the max keeps exp from overflowing).
+//! the axis, then `exp(x - max) / sum` (the max keeps exp from overflowing). Where rows are
+//! contiguous the reducing kernel writes its rows itself (one launch); otherwise the statistics
+//! go through a scratch buffer to an element-wise launch.
 
 use crate::error::{Error, Result};
 use crate::graph::operand::MAX_RANK;
@@ -29,11 +31,18 @@ pub fn validate(axis: u32, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandD
     Ok(vec![input.clone()])
 }
 
+/// `exp(x - max) / sum` of input element `i`, from the row's max `s1` and sum `s2`.
+fn normalized(i: &str) -> String {
+    format!("exp(load_input({i}) - s1) / s2")
+}
+
 pub fn lower(axis: u32, cx: &LowerContext) -> Result<Lowering> {
     let (input, out) = (cx.inputs[0], cx.outputs[0]);
     let axis = axis as usize;
     let axes = [axis];
-    let reduction = RowReduction {
+    let (_, inner) = outer_inner(&input.shape, axis);
+    let size = input.shape[axis] as u64;
+    let mut reduction = RowReduction {
         input,
         axes: &axes,
         first: Stat {
@@ -52,13 +61,30 @@ pub fn lower(axis: u32, cx: &LowerContext) -> Result<Lowering> {
         target: BufRef::Scratch(0),
         store: "        out[row * 2u] = s1;\n        out[row * 2u + 1u] = s2;".into(),
     };
+    // Contiguous rows (every axis after the softmax axis has size 1): the invocations reducing a
+    // row write it too, in one launch. Not for float16 rows of odd length, where a packed output
+    // word would hold elements of two rows reduced by different invocations.
+    if inner == 1 && (out.data_type != DataType::Float16 || size % 2 == 0) {
+        reduction.out_type = out.data_type;
+        reduction.target = BufRef::Output(0);
+        reduction.store = if out.data_type == DataType::Float16 {
+            format!(
+                "    for (var w = lid; w < {}u; w += lanes) {{\n        let i = base + 2u * w;\n        out[i >> 1u] = f32_to_f16({}) | (f32_to_f16({}) << 16u);\n    }}",
+                size / 2,
+                normalized("i"),
+                normalized("i + 1u")
+            )
+        } else {
+            format!("    for (var j = lid; j < {size}u; j += lanes) {{ out[base + j] = {}; }}", normalized("base + j"))
+        };
+        return Ok(Lowering::single(reduction.build_spread()?));
+    }
     let (rows, _) = reduction.rows_and_length();
     let stats = OperandDescriptor::new(DataType::Float32, vec![rows as u32 * 2]);
-    let (_, inner) = outer_inner(&input.shape, axis);
-    let size = input.shape[axis] as u64;
     let body = format!(
-        "    let row = (i / {}u) * {inner}u + i % {inner}u;\n    let m = load_stats(row * 2u);\n    return exp(load_input(i) - m) / load_stats(row * 2u + 1u);",
-        size * inner
+        "    let row = (i / {}u) * {inner}u + i % {inner}u;\n    let s1 = load_stats(row * 2u);\n    let s2 = load_stats(row * 2u + 1u);\n    return {};",
+        size * inner,
+        normalized("i")
     );
     let mut apply = ElementwiseKernel {
         inputs: vec![("input", input), ("stats", &stats)],
