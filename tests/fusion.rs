@@ -1,6 +1,7 @@
-//! Operator fusion at build(): element-wise chains in one kernel, and chains after matmul, gemm
-//! and conv2d applied in their store. Every graph is checked against the float64 reference of
-//! its operators run one by one, and its dispatch count against what fusion should leave.
+//! Operator fusion at build(): element-wise chains in one kernel, chains after matmul, gemm and
+//! conv2d applied in their store, and reductions with the chain reading them back over their rows.
+//! Every graph is checked against the float64 reference of its operators run one by one, and its
+//! dispatch count against what fusion should leave.
 
 mod common;
 
@@ -12,6 +13,8 @@ use webnn_wgpu::ops::elementwise_binary::BinaryOp;
 use webnn_wgpu::ops::elementwise_unary::UnaryOp;
 use webnn_wgpu::ops::matmul::GemmOptions;
 use webnn_wgpu::ops::normalization::LayerNormalizationOptions;
+use webnn_wgpu::ops::reduce::{ReduceOp, ReduceOptions};
+use webnn_wgpu::ops::reference::round_to;
 use webnn_wgpu::ops::{HostTensor, Op};
 use webnn_wgpu::runtime::{Context, Tensor, TensorDescriptor};
 
@@ -93,6 +96,9 @@ fn unary(op: UnaryOp, a: usize) -> (Op, Vec<usize>) {
 }
 fn cast(data_type: DataType, a: usize) -> (Op, Vec<usize>) {
     (Op::Cast { data_type }, vec![a])
+}
+fn reduce(op: ReduceOp, axes: &[u32], keep_dimensions: bool, a: usize) -> (Op, Vec<usize>) {
+    (Op::Reduce(op, ReduceOptions { axes: Some(axes.to_vec()), keep_dimensions }), vec![a])
 }
 fn clamp(lo: f64, hi: f64) -> Activation {
     Activation::Clamp { min_value: Some(Number::Double(lo)), max_value: Some(Number::Double(hi)) }
@@ -470,4 +476,170 @@ fn time_graph(ctx: &Context, case: &Case, runs: u32) -> f64 {
         }
         start.elapsed().as_secs_f64() * 1000.0 / runs as f64
     })
+}
+
+/// A constant scalar of type `t`.
+fn scalar(t: DataType, v: f64) -> (HostTensor, bool) {
+    (HostTensor::new(OperandDescriptor::new(t, vec![]), vec![round_to(v, t)]).unwrap(), true)
+}
+
+/// RMSNorm as examples/moe builds it, x / sqrt(reduceSumSquare(x) * (1 / n) + eps) * w over the
+/// rows of x [rows, n]: operands x, 1 / n, eps, w, the reduction (4), the chain (5..9).
+fn rms_norm(rng: &mut Rng, t: DataType, rows: u32, n: u32) -> Case {
+    Case {
+        inputs: vec![
+            (rng.tensor(t, &[rows, n], -2.0, 2.0), false),
+            scalar(t, 1.0 / n as f64),
+            scalar(t, 1e-5),
+            (rng.tensor(t, &[n], 0.5, 1.5), true),
+        ],
+        ops: vec![
+            reduce(ReduceOp::SumSquare, &[1], true, 0),
+            binary(BinaryOp::Mul, 4, 1),
+            add(5, 2),
+            unary(UnaryOp::Sqrt, 6),
+            binary(BinaryOp::Div, 0, 7),
+            binary(BinaryOp::Mul, 8, 3),
+        ],
+        outputs: vec![9],
+    }
+}
+
+/// The case with every reduction's result a graph output too, which keeps it out of fusion: the
+/// unfused dispatch count, and the same values for the original outputs.
+fn reductions_as_outputs(case: &Case) -> Case {
+    let n = case.inputs.len();
+    let mut outputs = case.outputs.clone();
+    outputs.extend((0..case.ops.len()).filter(|&k| matches!(case.ops[k].0, Op::Reduce(..))).map(|k| n + k));
+    Case { inputs: case.inputs.clone(), ops: case.ops.clone(), outputs }
+}
+
+/// Checks `case` fused into `fused` dispatches and, with its reductions kept out of fusion, into
+/// `unfused`.
+fn check_row_fusion(ctx: &Context, case: &Case, fused: usize, unfused: usize, ulp: u64, abs: f64, what: &str) {
+    check(ctx, case, fused, ulp, abs, what);
+    check(ctx, &reductions_as_outputs(case), unfused, ulp, abs, &format!("{what}, reductions as outputs"));
+}
+
+#[test]
+fn rms_norm_is_one_kernel() {
+    let ctx = context();
+    let mut rng = Rng::new(10);
+    // Rows of a workgroup each (wider than 256: one row, several rows) and of an invocation each.
+    for (rows, n) in [(1, 512), (4, 300), (37, 20)] {
+        let case = rms_norm(&mut rng, DataType::Float32, rows, n);
+        check_row_fusion(&ctx, &case, 1, 2, 64, 1e-5, &format!("rmsnorm [{rows}, {n}]"));
+    }
+    // float16: the reduction's own kernel packs its result in a second launch. The chain reads
+    // the reduced value rounded to float16, as it would after that store.
+    let case = rms_norm(&mut rng, DataType::Float16, 4, 300);
+    check_row_fusion(&ctx, &case, 1, 3, 2, 2e-3, "float16 rmsnorm [4, 300]");
+    // Rows of an odd float16 length share output words with their neighbours: not fused.
+    let case = rms_norm(&mut rng, DataType::Float16, 3, 33);
+    check(&ctx, &case, 3, 2, 2e-3, "float16 rmsnorm [3, 33]");
+    // Rows longer than 16384 elements keep the chain in a kernel spread over the GPU.
+    let case = rms_norm(&mut rng, DataType::Float32, 1, 20000);
+    check(&ctx, &case, 2, 64, 1e-5, "rmsnorm [1, 20000]");
+}
+
+#[test]
+fn layer_norm_and_softmax_from_primitives_fuse_each_reduction() {
+    let ctx = context();
+    let mut rng = Rng::new(11);
+    // (x - mean) / sqrt(mean((x - mean)^2) + eps) * g + b: x - mean has two readers, so it and
+    // its square stay kernels; each reduceMean joins the chain reading it (5 kernels, 3 fused).
+    for (rows, n) in [(3, 300), (50, 24)] {
+        let case = Case {
+            inputs: vec![
+                (rng.tensor(DataType::Float32, &[rows, n], -2.0, 2.0), false),
+                scalar(DataType::Float32, 1e-5),
+                (rng.tensor(DataType::Float32, &[n], 0.5, 1.5), true),
+                (rng.tensor(DataType::Float32, &[n], -0.5, 0.5), true),
+            ],
+            ops: vec![
+                reduce(ReduceOp::Mean, &[1], true, 0),
+                binary(BinaryOp::Sub, 0, 4),
+                binary(BinaryOp::Mul, 5, 5),
+                reduce(ReduceOp::Mean, &[1], true, 6),
+                add(7, 1),
+                unary(UnaryOp::Sqrt, 8),
+                binary(BinaryOp::Div, 5, 9),
+                binary(BinaryOp::Mul, 10, 2),
+                add(11, 3),
+            ],
+            outputs: vec![12],
+        };
+        check_row_fusion(&ctx, &case, 3, 5, 64, 1e-5, &format!("layer norm [{rows}, {n}]"));
+    }
+    // exp(x - max) / sum(exp(x - max)): the chain after reduceSum reads the reduction's input.
+    let case = Case {
+        inputs: vec![(rng.tensor(DataType::Float32, &[2, 3, 260], -4.0, 4.0), false)],
+        ops: vec![
+            reduce(ReduceOp::Max, &[2], true, 0),
+            binary(BinaryOp::Sub, 0, 1),
+            unary(UnaryOp::Exp, 2),
+            reduce(ReduceOp::Sum, &[2], true, 3),
+            binary(BinaryOp::Div, 3, 4),
+        ],
+        outputs: vec![5],
+    };
+    check_row_fusion(&ctx, &case, 2, 4, 16, 1e-7, "softmax [2, 3, 260]");
+    // int32: x * sum(x) - min(x), exact (the chain's reduced value of the integer value type).
+    let case = Case {
+        inputs: vec![(rng.tensor(DataType::Int32, &[7, 9], -50.0, 50.0), false)],
+        ops: vec![
+            reduce(ReduceOp::Sum, &[1], true, 0),
+            binary(BinaryOp::Mul, 0, 1),
+            reduce(ReduceOp::Min, &[1], true, 0),
+            binary(BinaryOp::Sub, 2, 3),
+        ],
+        outputs: vec![4],
+    };
+    check_row_fusion(&ctx, &case, 2, 3, 0, 0.0, "int32 sum and min");
+}
+
+#[test]
+fn reductions_fuse_only_where_each_element_reads_its_own_row() {
+    let ctx = context();
+    let mut rng = Rng::new(12);
+    let x = rng.tensor(DataType::Float32, &[5, 5], -2.0, 2.0);
+    // A second reader of the sum: the reduction, the division and the product stay apart.
+    let case = Case {
+        inputs: vec![(x.clone(), false), scalar(DataType::Float32, 3.0)],
+        ops: vec![reduce(ReduceOp::Sum, &[1], true, 0), binary(BinaryOp::Div, 0, 2), binary(BinaryOp::Mul, 2, 1)],
+        outputs: vec![3, 4],
+    };
+    check(&ctx, &case, 3, 4, 1e-6, "two readers");
+    // Without keepDimensions the sum [5] broadcasts along the last axis: element (i, j) reads the
+    // sum of row j, not its own row's. Not fused, and still right.
+    let case = Case {
+        inputs: vec![(x, false)],
+        ops: vec![reduce(ReduceOp::Sum, &[1], false, 0), binary(BinaryOp::Div, 0, 1)],
+        outputs: vec![2],
+    };
+    check(&ctx, &case, 2, 4, 1e-6, "sum without keepDimensions broadcast across rows");
+    // Without keepDimensions a single row's value [1] broadcasts to every element: fused.
+    let case = Case {
+        inputs: vec![(rng.tensor(DataType::Float32, &[1, 64], -2.0, 2.0), false)],
+        ops: vec![reduce(ReduceOp::Mean, &[1], false, 0), binary(BinaryOp::Sub, 0, 1)],
+        outputs: vec![2],
+    };
+    check(&ctx, &case, 1, 4, 1e-6, "mean of one row without keepDimensions");
+    // Reductions over leading or middle axes: strided rows, fused for 32-bit outputs.
+    for (shape, axes) in [(&[300u32, 6][..], &[0u32][..]), (&[3, 5, 4], &[1]), (&[4, 3, 70], &[0, 2])] {
+        let case = Case {
+            inputs: vec![(rng.tensor(DataType::Float32, shape, -2.0, 2.0), false)],
+            ops: vec![reduce(ReduceOp::L2, axes, true, 0), binary(BinaryOp::Div, 0, 1), unary(UnaryOp::Abs, 2)],
+            outputs: vec![3],
+        };
+        check_row_fusion(&ctx, &case, 1, 2, 16, 1e-7, &format!("reduceL2 {shape:?} over {axes:?}"));
+    }
+    // float16 rows along a leading axis interleave in the output's words: not fused (the
+    // reduction's two launches, then the chain).
+    let case = Case {
+        inputs: vec![(rng.tensor(DataType::Float16, &[6, 40], -2.0, 2.0), false)],
+        ops: vec![reduce(ReduceOp::Mean, &[0], true, 0), binary(BinaryOp::Sub, 0, 1)],
+        outputs: vec![2],
+    };
+    check(&ctx, &case, 3, 2, 2e-3, "float16 mean over axis 0");
 }

@@ -1,7 +1,10 @@
 //! Operator fusion at `build()`: chains of element-wise operators (unary, activations, binary with
 //! broadcasting, cast) become one kernel computing the whole expression per element, and such a
 //! chain after a matmul, gemm, conv2d or convTranspose2d is applied in that kernel's store (its
-//! epilogue) instead of writing the intermediate.
+//! epilogue) instead of writing the intermediate. A reduction read only by a chain of its input's
+//! shape (RMSNorm: `x / sqrt(reduceSumSquare(x) / n + eps) * w`) becomes one kernel too: each
+//! row is reduced, then the chain is written for every element of the row, the row's value as
+//! the reduction's output.
 //!
 //! An operator joins its consumer's group when its single output is read by that one operator only
 //! and is not a graph output. Each fused operator contributes the WGSL expression of its own
@@ -16,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::graph::builder::{GraphDescription, Operator};
 use crate::graph::{DataType, OperandDescriptor};
 use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, value_type, ElementwiseKernel, LowerContext, Lowering};
-use crate::ops::{activation, cast, conv2d, elementwise_binary, elementwise_unary, matmul, Op};
+use crate::ops::{activation, cast, conv2d, elementwise_binary, elementwise_unary, matmul, reduce, Op};
 
 /// Binding names of the chain's own inputs (after the producer's, in an epilogue).
 const NAMES: [&str; 8] = ["e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7"];
@@ -35,8 +38,9 @@ pub enum Work<'a> {
     Fused(Fused<'a>),
 }
 
-/// A fused group: an optional producer (matmul, gemm, conv2d, convTranspose2d) whose inputs are
-/// the unit's first inputs, then element-wise nodes in execution order, the last one the output.
+/// A fused group: an optional producer (matmul, gemm, conv2d, convTranspose2d, a reduction) whose
+/// inputs are the unit's first inputs, then element-wise nodes in execution order, the last one
+/// the output.
 pub struct Fused<'a> {
     producer: Option<(&'a Op, OperandDescriptor)>,
     /// The unit's inputs read by the chain: after the producer's.
@@ -57,12 +61,15 @@ enum Arg {
     Input(usize),
     Node(usize),
     Producer,
+    /// A reduction's input, read by the chain too: of the output's shape, loaded at its index.
+    ProducerInput,
 }
 
 /// The epilogue a producer's kernel applies at its store: bindings `e0..` after its own, and
 /// WGSL defining `fn epilogue_at(v: f32, i: u32) -> T` applying the chain to value `v` of output
 /// element `i` (`T` the output's value type), and for a matmul or gemm
-/// `fn epilogue_mn(v: f32, m: u32, n: u32) -> f32` at row `m`, column `n`.
+/// `fn epilogue_mn(v: f32, m: u32, n: u32) -> f32` at row `m`, column `n`. A reduction's `v` is
+/// of its value type.
 pub struct Epilogue<'a> {
     pub inputs: Vec<&'a OperandDescriptor>,
     pub wgsl: String,
@@ -95,6 +102,10 @@ fn label(op: &Operator) -> String {
 
 fn is_producer(op: &Op) -> bool {
     matches!(op, Op::Matmul | Op::Gemm(_) | Op::Conv2d(_) | Op::ConvTranspose2d(_))
+}
+
+fn is_reduction(op: &Op) -> bool {
+    matches!(op, Op::Reduce(..))
 }
 
 /// Groups the graph's operators into units, in a valid execution order. `max_bindings` is the
@@ -142,6 +153,31 @@ pub fn plan(d: &GraphDescription, max_bindings: u32) -> Vec<Unit<'_>> {
             }
         }
     }
+    // A reduction joins the chain reading it, once the chain is complete: only its final output
+    // shows whether every element of a row is written.
+    for k in 0..ops.len() {
+        if group[k].is_empty() || !is_node(d, &ops[k]) {
+            continue;
+        }
+        let reads: Vec<usize> = group[k].iter().flat_map(|&m| ops[m].inputs.iter().copied()).collect();
+        for o in reads {
+            let Some(j) = producer_of[o] else { continue };
+            let fusable = is_reduction(&ops[j].op)
+                && !outputs.contains(&o)
+                && consumers[o].len() == 1
+                && group[j].len() == 1;
+            if !fusable {
+                continue;
+            }
+            let mut candidate: Vec<usize> = group[j].iter().chain(&group[k]).copied().collect();
+            candidate.sort_unstable();
+            if fusion(d, &candidate, max_bindings).is_some() {
+                group[k] = candidate;
+                group[j].clear();
+                break;
+            }
+        }
+    }
     let mut member = vec![false; ops.len()];
     group.iter().filter(|g| g.len() > 1).flatten().for_each(|&k| member[k] = true);
     let mut units = Vec::new();
@@ -167,7 +203,8 @@ fn fusion<'a>(d: &'a GraphDescription, members: &[usize], max_bindings: usize) -
     let ops = &d.operators;
     let root = &ops[*members.last()?];
     let out = &d.descriptors[root.outputs[0]];
-    let producers: Vec<usize> = members.iter().copied().filter(|&m| is_producer(&ops[m].op)).collect();
+    let producers: Vec<usize> =
+        members.iter().copied().filter(|&m| is_producer(&ops[m].op) || is_reduction(&ops[m].op)).collect();
     let producer = match producers[..] {
         [] => None,
         [p] => Some(p),
@@ -177,13 +214,21 @@ fn fusion<'a>(d: &'a GraphDescription, members: &[usize], max_bindings: usize) -
     let mut chain_inputs: Vec<usize> = Vec::new();
     if let Some(p) = producer {
         let produced = &d.descriptors[ops[p].outputs[0]];
-        // The epilogue runs once per element the producer stores.
-        let conv = matches!(ops[p].op, Op::Conv2d(_) | Op::ConvTranspose2d(_));
-        if produced.shape != out.shape || (!conv && !out.data_type.is_float()) {
+        let fits = match &ops[p].op {
+            // The chain runs once per element of the reduced rows.
+            Op::Reduce(_, o) => reduce::fusable(o, &d.descriptors[ops[p].inputs[0]], produced, out),
+            // The epilogue runs once per element the producer stores.
+            op => {
+                let conv = matches!(op, Op::Conv2d(_) | Op::ConvTranspose2d(_));
+                produced.shape == out.shape && (conv || out.data_type.is_float())
+            }
+        };
+        if !fits {
             return None;
         }
         inputs.extend(&ops[p].inputs);
     }
+    let reduced_input = producer.filter(|&p| is_reduction(&ops[p].op)).map(|p| ops[p].inputs[0]);
     // Nodes are the members in order, without the producer.
     let node_ops: Vec<usize> = members.iter().copied().filter(|&m| Some(m) != producer).collect();
     let mut nodes = Vec::new();
@@ -194,6 +239,7 @@ fn fusion<'a>(d: &'a GraphDescription, members: &[usize], max_bindings: usize) -
             args.push(match producer_of(d, members, o) {
                 Some(x) if Some(x) == producer => Arg::Producer,
                 Some(x) => Arg::Node(node_ops.iter().position(|&y| y == x)?),
+                None if Some(o) == reduced_input => Arg::ProducerInput,
                 None => {
                     let k = match chain_inputs.iter().position(|&i| i == o) {
                         Some(k) => k,
@@ -334,9 +380,9 @@ impl Fused<'_> {
         Ok(helpers.text() + &fns)
     }
 
-    /// Offset functions of the chain's inputs, `fn epilogue(v: f32, fc, fi) -> T` computing the
-    /// nodes at output coordinates `fc`, linear index `fi` (`v` the producer's value, unused
-    /// without one), and `fn epilogue_at(v: f32, i: u32) -> T` at linear index `i`.
+    /// Offset functions of the chain's inputs, `fn epilogue(v, fc, fi) -> T` computing the nodes
+    /// at output coordinates `fc`, linear index `fi` (`v` the producer's value, of its value
+    /// type, unused without one), and `fn epilogue_at(v, i: u32) -> T` at linear index `i`.
     fn chain(&self, out: &OperandDescriptor) -> Result<String> {
         let rank = out.rank().max(1);
         let mut s = self.functions()? + &coords_fn("fused", &out.shape);
@@ -352,8 +398,13 @@ impl Fused<'_> {
                 coords = true;
             }
         }
+        let mut producer_type = "f32";
         if let Some((_, produced)) = &self.producer {
+            producer_type = value_type(produced.data_type)?;
             body += &format!("    let p = {};\n", stored(produced.data_type, "v"));
+        }
+        if self.nodes.iter().any(|n| n.args.contains(&Arg::ProducerInput)) {
+            body += "    let px = load_input(fi);\n";
         }
         let last = self.nodes.len() - 1;
         for (j, node) in self.nodes.iter().enumerate() {
@@ -364,6 +415,7 @@ impl Fused<'_> {
                     Arg::Input(k) => NAMES[*k].to_string(),
                     Arg::Node(x) => format!("v{x}"),
                     Arg::Producer => "p".to_string(),
+                    Arg::ProducerInput => "px".to_string(),
                 })
                 .collect();
             let call = format!("fused_{j}({})", args.join(", "));
@@ -371,9 +423,11 @@ impl Fused<'_> {
             body += &format!("    let v{j} = {value};\n");
         }
         let out_vt = value_type(out.data_type)?;
-        s += &format!("fn epilogue(v: f32, fc: array<u32, {rank}>, fi: u32) -> {out_vt} {{\n{body}    return v{last};\n}}\n");
+        s += &format!(
+            "fn epilogue(v: {producer_type}, fc: array<u32, {rank}>, fi: u32) -> {out_vt} {{\n{body}    return v{last};\n}}\n"
+        );
         let at = if coords { "coords_fused(i)".to_string() } else { format!("array<u32, {rank}>()") };
-        s += &format!("fn epilogue_at(v: f32, i: u32) -> {out_vt} {{ return epilogue(v, {at}, i); }}\n");
+        s += &format!("fn epilogue_at(v: {producer_type}, i: u32) -> {out_vt} {{ return epilogue(v, {at}, i); }}\n");
         Ok(s)
     }
 
@@ -414,6 +468,7 @@ impl Fused<'_> {
             Op::Gemm(o) => matmul::lower_gemm(o, &producer_cx, Some(&epilogue)),
             Op::Conv2d(o) => conv2d::lower_conv2d(o, &producer_cx, Some(&epilogue)),
             Op::ConvTranspose2d(o) => conv2d::lower_conv_transpose2d(o, &producer_cx, Some(&epilogue)),
+            Op::Reduce(kind, o) => reduce::lower_fused(*kind, o, &producer_cx, &epilogue),
             _ => Err(Error::NotSupported(format!("{} has no epilogue", op.name()))),
         }
     }

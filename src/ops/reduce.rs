@@ -5,16 +5,18 @@
 //! axes (in order, so row `r` is output element `r`), each row holding the elements along the
 //! reduced axes. [`RowReduction`] computes one or two statistics per row, the second able to use
 //! the first (max then sum of exp(x - max); mean then sum of squared deviations), with one
-//! workgroup per long row or one invocation per short row.
+//! workgroup per long row or one invocation per short row. [`lower_fused`] then runs an
+//! element-wise chain over each reduced row, for fusion.rs.
 
 use crate::error::{Error, Result};
 use crate::graph::operand::{strides, MAX_RANK};
 use crate::graph::{DataType, OperandDescriptor};
+use crate::ops::fusion::Epilogue;
 use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
 use crate::ops::reference::{coords, round_to, HostTensor};
 use crate::ops::wgsl::{
-    binding, buffer_size, elements_per_word, literal, load_fn, value_type, BufRef, ElementwiseKernel, Launch,
-    LowerContext, Lowering, F16_HELPERS,
+    binding, buffer_size, elements_per_word, literal, load_fn, packed_bits, value_type, BufRef, ElementwiseKernel,
+    Launch, LowerContext, Lowering, F16_HELPERS,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,25 +187,25 @@ impl RowReduction<'_> {
     }
 
     pub fn build(&self) -> Result<Launch> {
-        self.build_with(false)
+        self.kernel(&binding(1, "out", self.out_type, true), None)
     }
 
-    /// Like [`build`](Self::build), but every invocation of a row runs `store`, which can then
-    /// write the whole row: `lid` is an invocation's index among the row's `lanes` invocations
-    /// (0 of 1 where a row has a single invocation), for loops like
-    /// `for (var j = lid; j < n; j += lanes)`.
-    pub fn build_spread(&self) -> Result<Launch> {
-        self.build_with(true)
+    /// A kernel that, once a row's statistics are known, runs `each` (WGSL statements of `s1`
+    /// (`s2`), `row`, `base`, the row's offset in the input, and `j`) for every `j` below
+    /// `count`, spread over the row's invocations; `store` is not used. `declarations` follow
+    /// the input's binding 0 (the caller sets the launch's bindings to match).
+    pub fn build_each(&self, declarations: &str, count: u64, each: &str) -> Result<Launch> {
+        self.kernel(declarations, Some((count, each)))
     }
 
-    fn build_with(&self, spread: bool) -> Result<Launch> {
+    fn kernel(&self, declarations: &str, each: Option<(u64, &str)>) -> Result<Launch> {
         let vt = value_type(self.input.data_type)?;
         let (rows, length) = self.rows_and_length();
         let kept: Vec<usize> = (0..self.input.rank()).filter(|a| !self.axes.contains(a)).collect();
         let mut src = String::from(F16_HELPERS);
         src += &binding(0, "input", self.input.data_type, false);
         src += &load_fn("input", self.input.data_type)?;
-        src += &binding(1, "out", self.out_type, true);
+        src += declarations;
         src += &offset_fn("row_base", &self.input.shape, &kept);
         src += &offset_fn("row_offset", &self.input.shape, self.axes);
         let count = format!("f32({length}u)");
@@ -237,16 +239,15 @@ impl RowReduction<'_> {
             if let Some(s) = second {
                 body += &pass(2, &cast(&s.init), "s1");
             }
-            let store = if spread {
-                format!("    let lanes = 256u;\n{}", self.store)
-            } else {
-                format!("    if (lid == 0u) {{\n{}\n    }}", self.store)
-            };
             src += &format!(
                 "var<workgroup> partial: array<{vt}, 256>;\n@compute @workgroup_size(256)\n\
                  fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{\n\
                  \x20   let row = wid.x + wid.y * nwg.x;\n    if (row >= {rows}u) {{ return; }}\n    let base = row_base(row);\n\
-                 {body}{store}\n}}\n"
+                 {body}{}\n}}\n",
+                match each {
+                    Some((count, each)) => format!("    for (var j = lid; j < {count}u; j += 256u) {{\n        {each}\n    }}"),
+                    None => format!("    if (lid == 0u) {{\n{}\n    }}", self.store),
+                }
             );
             return Ok(self.launch(src, rows * 256, 256));
         }
@@ -261,15 +262,15 @@ impl RowReduction<'_> {
         if let Some(s) = second {
             body += &pass(2, &cast(&s.init), "s1");
         }
-        if spread {
-            body += "    let lid = 0u;\n    let lanes = 1u;\n";
-        }
         src += &format!(
             "@compute @workgroup_size(64)\n\
              fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{\n\
              \x20   let row = gid.x + gid.y * nwg.x * 64u;\n    if (row >= {rows}u) {{ return; }}\n    let base = row_base(row);\n\
              {body}{}\n}}\n",
-            self.store
+            match each {
+                Some((count, each)) => format!("    for (var j = 0u; j < {count}u; j++) {{\n        {each}\n    }}"),
+                None => self.store.clone(),
+            }
         );
         Ok(self.launch(src, rows, 64))
     }
@@ -350,6 +351,80 @@ pub fn lower(op: ReduceOp, o: &ReduceOptions, cx: &LowerContext) -> Result<Lower
     .build()?;
     pack.reads = vec![BufRef::Scratch(0)];
     Ok(Lowering::Kernels { scratch: vec![buffer_size(&value_descriptor)], launches: vec![launch, pack] })
+}
+
+/// Longest row [`lower_fused`] takes: its workgroup then writes at most 64 elements an
+/// invocation. Longer rows keep the element-wise chain in a kernel of its own, spread over the
+/// whole GPU rather than over one workgroup a row.
+const MAX_FUSED_ROW: u64 = 16384;
+
+/// Whether [`lower_fused`] can reduce `input` into `reduced` and write a chain's `out`: `out` has
+/// the input's shape and `reduced` broadcasts to it as the value of each element's own row (the
+/// input's shape with the reduced axes 1, leading ones aside). A packed output's word must not
+/// span two rows: the rows are then contiguous (the reduced axes last, size-1 axes aside) and
+/// whole words.
+pub fn fusable(o: &ReduceOptions, input: &OperandDescriptor, reduced: &OperandDescriptor, out: &OperandDescriptor) -> bool {
+    let rank = input.rank();
+    let axes = reduced_axes(o.axes.as_deref(), rank);
+    let shape = &input.shape;
+    let kept: Vec<u32> = shape.iter().enumerate().map(|(a, &d)| if axes.contains(&a) { 1 } else { d }).collect();
+    let trim = |s: &[u32]| s[s.iter().position(|&d| d != 1).unwrap_or(s.len())..].to_vec();
+    let length: u64 = axes.iter().map(|&a| shape[a] as u64).product();
+    let last_kept = (0..rank).filter(|a| !axes.contains(a) && shape[*a] != 1).max();
+    let first_reduced = axes.iter().copied().filter(|&a| shape[a] != 1).min();
+    let contiguous = match (last_kept, first_reduced) {
+        (Some(k), Some(r)) => k < r,
+        _ => true,
+    };
+    let per_word = elements_per_word(out.data_type);
+    out.shape == input.shape
+        && !out.data_type.is_wide()
+        && trim(&reduced.shape) == trim(&kept)
+        && (1..=MAX_FUSED_ROW).contains(&length)
+        && (per_word == 1 || (contiguous && length % per_word == 0))
+}
+
+/// Lowers a reduction whose only reader is `epilogue`, an element-wise chain it is [`fusable`]
+/// with: one kernel reduces each row, then writes `epilogue_at(value, i)` for each element `i` of
+/// the row. The chain's inputs are bound after the input (which it may read as `load_input`).
+pub fn lower_fused(op: ReduceOp, o: &ReduceOptions, cx: &LowerContext, epilogue: &Epilogue) -> Result<Lowering> {
+    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+    let axes = reduced_axes(o.axes.as_deref(), input.rank());
+    let (first, second) = reduce_stats(op, input.data_type)?;
+    let value = format!("epilogue_at({}, i)", if second.is_some() { "s2" } else { "s1" });
+    let reduction = RowReduction {
+        input,
+        axes: &axes,
+        first,
+        second,
+        out_type: out.data_type,
+        target: BufRef::Output(0),
+        store: String::new(),
+    };
+    let mut declarations = String::new();
+    for (k, (name, d)) in epilogue.names().enumerate() {
+        declarations += &binding(k + 1, name, d.data_type, false);
+        declarations += &load_fn(name, d.data_type)?;
+    }
+    let chain_inputs = epilogue.inputs.len();
+    declarations += &binding(chain_inputs + 1, "out", out.data_type, true);
+    declarations += &epilogue.wgsl;
+    let per_word = elements_per_word(out.data_type);
+    let each = if per_word == 1 {
+        format!("let i = base + row_offset(j);\n        out[i] = {value};")
+    } else {
+        // Contiguous rows of whole words: word j of a row holds its elements j * per_word...
+        format!(
+            "var word = 0u;\n        for (var k = 0u; k < {per_word}u; k++) {{\n            let i = base + j * {per_word}u + k;\n            word = word | ({} << (k * {}u));\n        }}\n        out[base / {per_word}u + j] = word;",
+            packed_bits(out.data_type, &value),
+            32 / per_word
+        )
+    };
+    let (_, length) = reduction.rows_and_length();
+    let mut launch = reduction.build_each(&declarations, length / per_word, &each)?;
+    launch.reads = (0..=chain_inputs).map(BufRef::Input).collect();
+    launch.writes = vec![BufRef::Output(0)];
+    Ok(Lowering::single(launch))
 }
 
 /// Each output element reduces the input elements whose kept coordinates are its own.

@@ -10,7 +10,7 @@ use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::movement::outer_inner;
 use crate::ops::reduce::{RowReduction, Stat};
 use crate::ops::reference::{round_to, HostTensor};
-use crate::ops::wgsl::{buffer_size, literal, BufRef, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{binding, buffer_size, literal, BufRef, ElementwiseKernel, LowerContext, Lowering};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -65,19 +65,19 @@ pub fn lower(axis: u32, cx: &LowerContext) -> Result<Lowering> {
     // row write it too, in one launch. Not for float16 rows of odd length, where a packed output
     // word would hold elements of two rows reduced by different invocations.
     if inner == 1 && (out.data_type != DataType::Float16 || size % 2 == 0) {
-        reduction.out_type = out.data_type;
         reduction.target = BufRef::Output(0);
-        reduction.store = if out.data_type == DataType::Float16 {
-            format!(
-                "    for (var w = lid; w < {}u; w += lanes) {{\n        let i = base + 2u * w;\n        out[i >> 1u] = f32_to_f16({}) | (f32_to_f16({}) << 16u);\n    }}",
-                size / 2,
+        let out_binding = binding(1, "out", out.data_type, true);
+        let launch = if out.data_type == DataType::Float16 {
+            let each = format!(
+                "let i = base + 2u * j;\n        out[i >> 1u] = f32_to_f16({}) | (f32_to_f16({}) << 16u);",
                 normalized("i"),
                 normalized("i + 1u")
-            )
+            );
+            reduction.build_each(&out_binding, size / 2, &each)?
         } else {
-            format!("    for (var j = lid; j < {size}u; j += lanes) {{ out[base + j] = {}; }}", normalized("base + j"))
+            reduction.build_each(&out_binding, size, &format!("out[base + j] = {};", normalized("base + j")))?
         };
-        return Ok(Lowering::single(reduction.build_spread()?));
+        return Ok(Lowering::single(launch));
     }
     let (rows, _) = reduction.rows_and_length();
     let stats = OperandDescriptor::new(DataType::Float32, vec![rows as u32 * 2]);

@@ -271,7 +271,7 @@ fn f32_to_u64(x: f32) -> vec2<u32> {
 "#;
 /// An expression converting value `v` (of the value type) to the bits stored for one element of
 /// a packed type.
-fn packed_bits(data_type: DataType, v: &str) -> String {
+pub fn packed_bits(data_type: DataType, v: &str) -> String {
     match data_type {
         DataType::Float16 => format!("f32_to_f16({v})"),
         DataType::Uint8 => format!("({v} & 0xffu)"),
