@@ -234,6 +234,9 @@ async function generate(prompt, tokens, { collectLogits = false } = {}) {
   state.stop = false;
   $("generate").disabled = true;
   $("stop").disabled = false;
+  // A call through window.moe (the tests) shows its prompt and count in the form too.
+  $("prompt").value = prompt;
+  $("tokens").value = tokens;
   const ids = [...new TextEncoder().encode(prompt)];
   const out = [];
   const allLogits = [];
