@@ -7,6 +7,12 @@
 //   slices    plain JS: blob.slice() of 8 MiB chunks, .arrayBuffer(), GPUQueue.writeBuffer
 //   stream    plain JS: blob.stream() chunks coalesced into one reused 8 MiB buffer, writeBuffer
 //   byob      plain JS: blob.stream() with a BYOB reader filling one reused 8 MiB buffer
+//   bounded   `byob` with its queued writes bounded as the loader bounds its own: after every
+//             4 chunks an onSubmittedWorkDone() mark, waiting for the mark 3 before (128 MiB);
+//             each buffer created at its tensor's first write (created all at once, they made
+//             the first wait as long as the GPU process took to allocate them, 0.3-0.4 s);
+//             `byob` bounds nothing and queues what the GPU process has not copied yet in the
+//             renderer and the GPU process (see their RSS columns)
 //   standard  standard WebNN only: blob.arrayBuffer() of the whole file, builder.constant(desc,
 //             view) per tensor, build() of a graph reducing each constant
 //   ours-worker  `ours` in a dedicated Worker (tensors read through sync access handles)
@@ -19,13 +25,24 @@
 // the peak growth over a garbage-collected start of performance.memory.usedJSHeapSize (exact
 // under --enable-precise-memory-info), of the wasm memory, and of CDP Runtime.getHeapUsage's
 // usedSize + backingStorageSize (ArrayBuffer backing stores), sampled from Node every few ms.
+// The peak growth of the resident memory (VmRSS) of the renderer processes and of the GPU
+// process is sampled from /proc as well: a path that writes faster than the GPU process copies
+// queues the difference there, which no JS counter sees.
+// Before each run a child process touches WARM_GIB (default 2; 0 turns it off) GiB and exits.
+// This VM's balloon reports freed memory to the host (virtio-balloon free page reporting), and
+// the first touch of a reported page costs a slow fault: a run that allocated its 1 GiB of GPU
+// buffers from reported pages took 2.4-3.5 s against 1.0-1.6 s otherwise, whatever the path.
+// Memory just touched and freed is not reported yet, as on a machine without a balloon.
 // PATHS="byob ours" runs a subset. Prints a markdown table; exits non-zero when a path failed.
+import { execSync } from 'node:child_process';
+import fs from 'node:fs';
 import { start, openPage } from './browser.mjs';
 
 const sizes = (process.env.SIZES_MIB || '256 1024').split(/\s+/).filter(Boolean).map(Number);
 const REPEATS = Number(process.env.REPEATS || 5);
 const TENSOR_MIB = 64;
-const PATHS = (process.env.PATHS || 'slices stream byob ours sync-worker ours-worker standard').split(' ');
+const WARM_GIB = Number(process.env.WARM_GIB ?? 2);
+const PATHS = (process.env.PATHS || 'slices stream byob bounded ours sync-worker ours-worker standard').split(' ');
 const { browser, url, close } = await start(undefined, ['--enable-precise-memory-info', '--js-flags=--expose-gc']);
 const results = [];
 const ratios = {};
@@ -92,7 +109,9 @@ try {
     };
     const fileHandle = async (name) => (await navigator.storage.getDirectory()).getFileHandle(name);
     // The plain paths: `fill(blob, buffers, m)` writes the tensors into `buffers`.
-    const plain = async (file, fill) => {
+    // `lazy`: each buffer is created when its tensor's first chunk is written (as the loader
+    // does), not all before the first write.
+    const plain = async (file, fill, lazy = false) => {
       const d = await gpu();
       const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
       const handle = await fileHandle(file.name);
@@ -105,7 +124,9 @@ try {
       const header = JSON.parse(await blob.slice(8, 8 + length).text());
       const names = Object.keys(header).filter((k) => k !== '__metadata__');
       if (8 + length !== file.prefixBytes || names.length !== file.count) throw new Error('header does not match the file');
-      const buffers = Array.from({ length: file.count }, () => d.createBuffer({ size: file.tensorBytes, usage }));
+      const create = () => d.createBuffer({ size: file.tensorBytes, usage });
+      const buffers = lazy ? [] : Array.from({ length: file.count }, create);
+      buffers.of = (t) => (buffers[t] ??= create());
       await fill(d, blob, buffers, m);
       await d.queue.onSubmittedWorkDone();
       const ms = performance.now() - t0;
@@ -122,10 +143,30 @@ try {
         const filled = await next();
         if (filled === 0) break;
         const t = Math.floor(at / file.tensorBytes);
-        d.queue.writeBuffer(buffers[t], at - t * file.tensorBytes, staging(), 0, filled);
+        d.queue.writeBuffer(buffers.of(t), at - t * file.tensorBytes, staging(), 0, filled);
         at += filled;
       }
       if (at !== file.count * file.tensorBytes) throw new Error(`streamed ${at} bytes`);
+    };
+    // A BYOB reader of the data section filling one reused buffer: `next()` reads the next chunk
+    // into `staging()` and resolves to its length.
+    const byobChunks = (blob, file, m) => {
+      const reader = blob.slice(file.prefixBytes).stream().getReader({ mode: 'byob' });
+      let staging = new ArrayBuffer(CHUNK);
+      return {
+        staging: () => staging,
+        async next() {
+          let filled = 0;
+          while (filled < CHUNK) {
+            const { value, done } = await reader.read(new Uint8Array(staging, filled, CHUNK - filled));
+            if (value) staging = value.buffer;
+            if (done) break;
+            filled += value.byteLength;
+          }
+          m.sample();
+          return filled;
+        },
+      };
     };
     window.bench = {
       // After a lost device (SwiftShader's GPU process sometimes dies after several GiB of
@@ -214,20 +255,22 @@ try {
         });
       }),
       byob: (file) => plain(file, async (d, blob, buffers, m) => {
-        const reader = blob.slice(file.prefixBytes).stream().getReader({ mode: 'byob' });
-        let staging = new ArrayBuffer(CHUNK);
-        await fromStream(d, file, buffers, () => staging, async () => {
-          let filled = 0;
-          while (filled < CHUNK) {
-            const { value, done } = await reader.read(new Uint8Array(staging, filled, CHUNK - filled));
-            if (value) staging = value.buffer;
-            if (done) break;
-            filled += value.byteLength;
-          }
-          m.sample();
-          return filled;
-        });
+        const chunks = byobChunks(blob, file, m);
+        await fromStream(d, file, buffers, chunks.staging, chunks.next);
       }),
+      bounded: (file) => plain(file, async (d, blob, buffers, m) => {
+        const chunks = byobChunks(blob, file, m);
+        const marks = [];
+        let count = 0;
+        await fromStream(d, file, buffers, chunks.staging, async () => {
+          if (count > 0 && count % 4 === 0) {
+            marks.push(d.queue.onSubmittedWorkDone());
+            if (marks.length > 3) await marks.shift();
+          }
+          count++;
+          return chunks.next();
+        });
+      }, true),
       'ours-worker': (file) => inWorker('ours', file),
       'sync-worker': (file) => inWorker('sync', file),
       async standard(file) {
@@ -256,11 +299,30 @@ try {
     };
   });
 
-  // Runs one path with the CDP heap sampled from Node meanwhile.
+  // The summed VmRSS of the processes whose command line has `type` (looked up per run: the GPU
+  // process comes back after a crash).
+  const rss = (type) => {
+    const pids = execSync(`pgrep -f -- '[-]-type=${type}' || true`).toString().split(/\s+/).filter(Boolean);
+    return () => pids.reduce((sum, pid) => {
+      try {
+        return sum + Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) * 1024;
+      } catch {
+        return sum; // gone
+      }
+    }, 0);
+  };
+  // Runs one path with the CDP heap and the processes' RSS sampled from Node meanwhile.
   const measure = async (path, file) => {
     await page.evaluate(() => { gc(); gc(); });
+    if (WARM_GIB > 0) execSync(`node -e "Buffer.alloc(${WARM_GIB} * 2 ** 30, 1)"`);
     const before = await heapUsage();
     let peak = before;
+    const processes = { rendererGrowth: rss('renderer'), gpuGrowth: rss('gpu-process') };
+    const base = Object.fromEntries(Object.entries(processes).map(([k, f]) => [k, f()]));
+    const peaks = { ...base };
+    const rssTimer = setInterval(() => {
+      for (const [k, f] of Object.entries(processes)) peaks[k] = Math.max(peaks[k], f());
+    }, 3);
     let running = true;
     const sampler = (async () => {
       while (running) {
@@ -270,8 +332,10 @@ try {
     })();
     try {
       const r = await page.evaluate(({ path, file }) => window.bench[path](file), { path, file });
-      return { ...r, cdpGrowth: path.endsWith('-worker') ? NaN : peak - before };
+      const growth = Object.fromEntries(Object.keys(processes).map((k) => [k, peaks[k] - base[k]]));
+      return { ...r, cdpGrowth: path.endsWith('-worker') ? NaN : peak - before, ...growth };
     } finally {
+      clearInterval(rssTimer);
       running = false;
       await sampler;
     }
@@ -281,7 +345,7 @@ try {
     const file = await page.evaluate(({ mib, tensorMib }) => window.bench.write(`bench-${mib}.safetensors`, mib, tensorMib),
       { mib, tensorMib: TENSOR_MIB });
     const runs = Object.fromEntries(PATHS.map((p) => [p, []]));
-    ratios[mib] = { plain: [], worker: [] };
+    ratios[mib] = { plain: [], bounded: [], worker: [] };
     for (let r = 0; r < REPEATS; r++) {
       // The order alternates, so that no path always runs right after another's buffers were freed.
       for (const path of r % 2 ? [...PATHS].reverse() : PATHS) {
@@ -294,6 +358,7 @@ try {
       const ms = (p) => (runs[p]?.[r] && !runs[p][r].error ? runs[p][r].ms : NaN);
       const plain = Math.min(...['slices', 'stream', 'byob'].map(ms).filter((t) => !Number.isNaN(t)));
       ratios[mib].plain.push(plain / ms('ours'));
+      ratios[mib].bounded.push(ms('bounded') / ms('ours'));
       ratios[mib].worker.push(ms('sync-worker') / ms('ours-worker'));
     }
     await page.evaluate((name) => window.bench.remove(name), file.name);
@@ -309,6 +374,7 @@ try {
       results.push({
         mib, path, count: file.count, ms: median(times), times,
         heapGrowth: max('heapGrowth'), wasmGrowth: max('wasmGrowth'), cdpGrowth: max('cdpGrowth'),
+        rendererGrowth: max('rendererGrowth'), gpuGrowth: max('gpuGrowth'),
       });
     }
   }
@@ -317,16 +383,16 @@ try {
 }
 const mb = (b) => (Number.isNaN(b) ? 'n/a' : `${(b / 2 ** 20).toFixed(1)} MiB`);
 const gbs = (r) => (r.mib * 2 ** 20 / 1e9 / (r.ms / 1000)).toFixed(2);
-console.log(`| file | path | median of ${REPEATS} | GB/s | all runs (ms, sorted) | peak growth: JS heap (performance.memory) | wasm memory | JS heap + ArrayBuffers (CDP) |`);
-console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+console.log(`| file | path | median of ${REPEATS} | GB/s | all runs (ms, sorted) | peak growth: JS heap (performance.memory) | wasm memory | JS heap + ArrayBuffers (CDP) | renderer RSS | GPU process RSS |`);
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const r of results) {
   const file = `${r.mib} MiB (${r.count} × ${TENSOR_MIB} MiB)`;
   if (r.error) {
-    console.log(`| ${file} | ${r.path} | failed: ${r.error} | | | | | |`);
+    console.log(`| ${file} | ${r.path} | failed: ${r.error} | | | | | | | |`);
     continue;
   }
   const all = r.times.map((t) => t.toFixed(0)).join(' ');
-  console.log(`| ${file} | ${r.path} | ${r.ms.toFixed(0)} ms | ${gbs(r)} | ${all} | ${mb(r.heapGrowth)} | ${mb(r.wasmGrowth)} | ${mb(r.cdpGrowth)} |`);
+  console.log(`| ${file} | ${r.path} | ${r.ms.toFixed(0)} ms | ${gbs(r)} | ${all} | ${mb(r.heapGrowth)} | ${mb(r.wasmGrowth)} | ${mb(r.cdpGrowth)} | ${mb(r.rendererGrowth)} | ${mb(r.gpuGrowth)} |`);
 }
 const medianOf = (values) => {
   const ok = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
@@ -339,6 +405,10 @@ for (const mib of sizes) {
   if (of('ours') && best) {
     console.log(`\n${mib} MiB: ours at ${(best.ms / of('ours').ms).toFixed(2)}× the best plain Window path (${best.path}), `
       + `medians; median of per-repetition ratios (best plain / ours) ${medianOf(ratios[mib].plain).toFixed(2)} (${pair('plain')}).`);
+  }
+  if (of('ours') && of('bounded')) {
+    console.log(`${mib} MiB: ours at ${(of('bounded').ms / of('ours').ms).toFixed(2)}× bounded (the best plain path with the same bound on queued writes), medians; `
+      + `median of per-repetition ratios ${medianOf(ratios[mib].bounded).toFixed(2)} (${pair('bounded')}).`);
   }
   if (of('ours-worker') && of('sync-worker')) {
     console.log(`${mib} MiB: ours-worker at ${(of('sync-worker').ms / of('ours-worker').ms).toFixed(2)}× sync-worker, `
