@@ -145,12 +145,7 @@ pub fn plan(d: &GraphDescription, max_bindings: u32) -> Vec<Unit<'_>> {
             if !fusable {
                 continue;
             }
-            let mut candidate: Vec<usize> = group[j].iter().chain(&group[c]).copied().collect();
-            candidate.sort_unstable();
-            if fusion(d, &candidate, max_bindings).is_some() {
-                group[c] = candidate;
-                group[j].clear();
-            }
+            merge(d, &mut group, j, c, max_bindings);
         }
     }
     // A reduction joins the chain reading it, once the chain is complete: only its final output
@@ -169,11 +164,7 @@ pub fn plan(d: &GraphDescription, max_bindings: u32) -> Vec<Unit<'_>> {
             if !fusable {
                 continue;
             }
-            let mut candidate: Vec<usize> = group[j].iter().chain(&group[k]).copied().collect();
-            candidate.sort_unstable();
-            if fusion(d, &candidate, max_bindings).is_some() {
-                group[k] = candidate;
-                group[j].clear();
+            if merge(d, &mut group, j, k, max_bindings) {
                 break;
             }
         }
@@ -199,6 +190,18 @@ pub fn plan(d: &GraphDescription, max_bindings: u32) -> Vec<Unit<'_>> {
 
 /// The fused unit of `members` (operator indices, ascending, the last one the root), with its
 /// input operands, or `None` where the group cannot be one kernel.
+/// Moves group `j` into group `k` when their members fuse into one kernel; whether they did.
+fn merge(d: &GraphDescription, group: &mut [Vec<usize>], j: usize, k: usize, max_bindings: usize) -> bool {
+    let mut candidate: Vec<usize> = group[j].iter().chain(&group[k]).copied().collect();
+    candidate.sort_unstable();
+    if fusion(d, &candidate, max_bindings).is_none() {
+        return false;
+    }
+    group[k] = candidate;
+    group[j].clear();
+    true
+}
+
 fn fusion<'a>(d: &'a GraphDescription, members: &[usize], max_bindings: usize) -> Option<(Vec<usize>, Fused<'a>)> {
     let ops = &d.operators;
     let root = &ops[*members.last()?];
