@@ -378,6 +378,9 @@ declare global {
     /**
      * A constant MLTensor (for builder.constant(tensor)) whose bytes stream from the file to the
      * GPU in chunks: peak main memory is bounded by the chunk size. It can go to the "disk" tier.
+     * Tensors asked for together (Promise.all over the file's tensors) stream two at a time,
+     * each of the two taking a contiguous run of the file, which is faster than one at a time;
+     * the host memory stays two chunks however many are asked for.
      * In a dedicated Worker, a FileSystemFileHandle's tensors are read through a sync access
      * handle (closed when the tensor is loaded; a file locked by another one is streamed).
      */

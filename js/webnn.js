@@ -471,18 +471,21 @@ setInterfaceName(MLWeightFile, 'MLWeightFile');
 // buffers go back to a small pool on close(), so loading tensor after tensor allocates nothing
 // per chunk or per tensor. A stream reader closed at the end of its range parks its stream until
 // the next macrotask: the next tensor of a file usually starts where the last one ended, and
-// continuing the stream saves restarting it. Sync handles close with their reader (they lock
+// continuing the stream saves restarting it (one parked stream per lane of a batch of background
+// streams, which run side by side: see STREAM_LANES in src/runtime/context.rs). Sync handles close with their reader (they lock
 // the file), and a read costs no more on a fresh one. readerStats counts how ranges were read.
 export const readerStats = { syncHandles: 0, streams: 0, continued: 0 };
 const stagingPool = [];
 const STAGING_POOL_SIZE = 4;
-let parked = null;
+const PARKED_STREAMS = 4;
+const parked = [];
 
-function releaseParked() {
-  if (parked === null) return;
-  clearTimeout(parked.timer);
-  parked.reader.cancel().catch(() => {});
-  parked = null;
+function releaseParked(entry) {
+  const i = parked.indexOf(entry);
+  if (i < 0) return;
+  parked.splice(i, 1);
+  clearTimeout(entry.timer);
+  entry.reader.cancel().catch(() => {});
 }
 
 export class BlobRangeReader {
@@ -503,14 +506,14 @@ export class BlobRangeReader {
   }
 
   async open() {
-    if (parked !== null && parked.blob === this.blob && parked.position === this.position) {
-      clearTimeout(parked.timer);
-      ({ reader: this.reader, byob: this.byob, pending: this.pending } = parked);
-      parked = null;
+    const i = parked.findIndex((p) => p.blob === this.blob && p.position === this.position);
+    if (i >= 0) {
+      const [p] = parked.splice(i, 1);
+      clearTimeout(p.timer);
+      ({ reader: this.reader, byob: this.byob, pending: this.pending } = p);
       readerStats.continued++;
       return;
     }
-    releaseParked();
     if (this.fileHandle && typeof this.fileHandle.createSyncAccessHandle === 'function') {
       try {
         const access = await this.fileHandle.createSyncAccessHandle();
@@ -606,9 +609,11 @@ export class BlobRangeReader {
     if (this.access) this.access.close();
     this.access = null;
     if (this.reader && !this.failed && this.position === this.end) {
-      releaseParked();
+      if (parked.length >= PARKED_STREAMS) releaseParked(parked[0]);
       const { blob, position, reader, byob, pending } = this;
-      parked = { blob, position, reader, byob, pending, timer: setTimeout(releaseParked, 0) };
+      const entry = { blob, position, reader, byob, pending };
+      entry.timer = setTimeout(() => releaseParked(entry), 0);
+      parked.push(entry);
     } else if (this.reader) {
       this.reader.cancel().catch(() => {});
     }

@@ -81,6 +81,9 @@ impl WeightFileHandle {
     pub fn constant_tensor(&self, name: String, on_progress: Option<Function>, wait: bool) -> Promise {
         let (file, source, context) = (self.file.clone(), self.source.clone(), self.context.clone());
         let (tensors, options) = (self.tensors.clone(), self.options.clone());
+        // Taken in the call, not in the future (which starts in a microtask), so that calls made
+        // together all count before the first of them queues its stream.
+        let queuing = (!wait).then(|| context.queuing_stream());
         future_to_promise(async move {
             let mut progress = move |loaded: u64, total: u64| {
                 if let Some(f) = &on_progress {
@@ -91,6 +94,8 @@ impl WeightFileHandle {
             if !wait {
                 let (tensor, constant) =
                     file.pending_constant_tensor(&context, &source, &name, &options).await.map_err(to_js)?;
+                // The batch this stream joins wakes in a later task, after it is queued.
+                drop(queuing);
                 context.stream_in_background(constant, Box::new(progress));
                 return Ok(register(&tensors, tensor).into());
             }

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::graph::OperandDescriptor;
 use crate::memory::{HostBytes, MemoryInfo, MemoryState, SharedConstant};
 use crate::ops::wgsl::buffer_size;
+use crate::weights::LocalFuture;
 use crate::runtime::buffer::{BufferRegistry, DeviceBuffer};
 use crate::runtime::oneshot::{self, Signal};
 use crate::runtime::pipeline::PipelineCache;
@@ -62,6 +63,8 @@ pub(crate) struct ContextInner {
     pub memory: MemoryState,
     /// Bounds the weight-file writes queued but not yet on the GPU, across all streams.
     pub write_fence: crate::weights::stream::WriteFence,
+    /// The file streams running at once, and those waiting for a lane.
+    pub lanes: Rc<crate::weights::lanes::Lanes>,
     /// Copies and compute passes the next submission records before its own work (see
     /// [`PendingCopy`], [`PendingPass`]).
     pending_copies: RefCell<Vec<PendingCopy>>,
@@ -78,8 +81,10 @@ pub(crate) struct ContextInner {
     injected_failures: Cell<u64>,
     open_allocation_scopes: Cell<u32>,
     /// Allocations waiting for the GPU's verdict, and what waits for none to be left.
-    unconfirmed: Cell<u32>,
-    confirmed: RefCell<Vec<oneshot::Sender<()>>>,
+    unconfirmed: Tally,
+    /// `constantTensor(name, {wait: false})` calls whose stream is not queued yet: a batch of
+    /// queued streams waits for them to join it, and the lanes split them (see `weights::lanes`).
+    queuing_streams: Tally,
 }
 
 /// A compute pass queued by the weight loader (float16 widened on the GPU from a staging
@@ -106,6 +111,10 @@ pub(crate) struct PendingCopy {
 pub(crate) enum DeferredOp {
     Await(Pin<Box<dyn Future<Output = Result<()>>>>),
     Run(Box<dyn FnOnce() -> Result<()>>),
+    /// A stream into a constant's own buffer: streams queued one after the other run together
+    /// (their file reads share the context's lanes, see `weights::lanes`), as nothing else can
+    /// use those buffers before all of them are done.
+    Stream(LocalFuture<'static, Result<()>>),
 }
 
 /// Work deferred behind a re-stream: a dispatch of a graph whose constants come back from the
@@ -210,6 +219,7 @@ impl Context {
                 pipelines: PipelineCache::default(),
                 memory,
                 write_fence: Default::default(),
+                lanes: Rc::default(),
                 pending_copies: RefCell::default(),
                 pending_passes: RefCell::default(),
                 loader_buffers: Cell::default(),
@@ -220,8 +230,8 @@ impl Context {
                 failing_allocations: Cell::new(0),
                 injected_failures: Cell::new(0),
                 open_allocation_scopes: Cell::new(0),
-                unconfirmed: Cell::new(0),
-                confirmed: RefCell::new(Vec::new()),
+                unconfirmed: Tally::default(),
+                queuing_streams: Tally::default(),
             }),
         }
     }
@@ -397,16 +407,20 @@ impl Context {
     /// Whether allocations wait for the GPU's verdict: until then no work may bind the pool's
     /// buffers, which an allocation may have replaced.
     pub(crate) fn has_unconfirmed_allocations(&self) -> bool {
-        self.inner.unconfirmed.get() > 0
+        self.inner.unconfirmed.busy()
     }
 
     /// Resolves once no allocation waits for its verdict.
     pub(crate) async fn allocations_confirmed(&self) {
-        while self.has_unconfirmed_allocations() {
-            let (sender, receiver) = oneshot::channel();
-            self.inner.confirmed.borrow_mut().push(sender);
-            receiver.await;
-        }
+        self.inner.unconfirmed.idle().await
+    }
+
+    /// Held by a `constantTensor(name, {wait: false})` call until it queues its stream
+    /// ([`stream_in_background`](Self::stream_in_background)), so that calls made together
+    /// (`Promise.all`) stream in one batch of lanes rather than one after the other.
+    pub fn queuing_stream(&self) -> QueuingStream {
+        self.inner.queuing_streams.enter();
+        QueuingStream(self.clone())
     }
 
     /// Queues a copy for the next submission.
@@ -478,7 +492,7 @@ impl Context {
         mut progress: Box<dyn FnMut(u64, u64)>,
     ) {
         let context = self.clone();
-        self.defer(DeferredOp::Await(Box::pin(async move {
+        self.defer(DeferredOp::Stream(Box::pin(async move {
             constant.stream(&context, &mut *progress).await.map(|_| ())
         })));
     }
@@ -867,24 +881,61 @@ pub(crate) struct Attempt<T> {
     pub unconfirmed: Option<Unconfirmed>,
 }
 
+/// A count of things in progress, and what waits for none to be left.
+#[derive(Default)]
+struct Tally {
+    count: Cell<u32>,
+    idle: RefCell<Vec<oneshot::Sender<()>>>,
+}
+
+impl Tally {
+    fn enter(&self) {
+        self.count.set(self.count.get() + 1);
+    }
+
+    fn leave(&self) {
+        self.count.set(self.count.get().saturating_sub(1));
+        if self.count.get() == 0 {
+            let waiting = std::mem::take(&mut *self.idle.borrow_mut());
+            waiting.into_iter().for_each(|w| w.send(()));
+        }
+    }
+
+    fn busy(&self) -> bool {
+        self.count.get() > 0
+    }
+
+    async fn idle(&self) {
+        while self.busy() {
+            let (sender, receiver) = oneshot::channel();
+            self.idle.borrow_mut().push(sender);
+            receiver.await;
+        }
+    }
+}
+
 /// An allocation waiting for its verdict; dropping it wakes what waits for none to be left.
 pub(crate) struct Unconfirmed(Context);
 
 impl Unconfirmed {
     fn new(context: &Context) -> Unconfirmed {
-        context.inner.unconfirmed.set(context.inner.unconfirmed.get() + 1);
+        context.inner.unconfirmed.enter();
         Unconfirmed(context.clone())
     }
 }
 
 impl Drop for Unconfirmed {
     fn drop(&mut self) {
-        let inner = &self.0.inner;
-        inner.unconfirmed.set(inner.unconfirmed.get().saturating_sub(1));
-        if inner.unconfirmed.get() == 0 {
-            let waiting = std::mem::take(&mut *inner.confirmed.borrow_mut());
-            waiting.into_iter().for_each(|w| w.send(()));
-        }
+        self.0.inner.unconfirmed.leave();
+    }
+}
+
+/// See [`Context::queuing_stream`]; dropped before the stream is queued or on failure.
+pub struct QueuingStream(Context);
+
+impl Drop for QueuingStream {
+    fn drop(&mut self) {
+        self.0.inner.queuing_streams.leave();
     }
 }
 
@@ -919,11 +970,28 @@ pub fn check_byte_length(descriptor: &OperandDescriptor, len: usize) -> Result<(
 async fn drive(context: Context) {
     let deferred = &context.inner.deferred;
     loop {
+        if matches!(deferred.ops.borrow().front(), Some(DeferredOp::Stream(..))) {
+            // Calls made together queue their streams in turn: the batch takes them all.
+            context.inner.queuing_streams.idle().await;
+            let mut batch = Vec::new();
+            let mut ops = deferred.ops.borrow_mut();
+            while matches!(ops.front(), Some(DeferredOp::Stream(..))) {
+                if let Some(DeferredOp::Stream(future)) = ops.pop_front() {
+                    batch.push(future);
+                }
+            }
+            drop(ops);
+            for e in join_all(batch).await {
+                deferred.error.borrow_mut().get_or_insert(e);
+            }
+            continue;
+        }
         let op = deferred.ops.borrow_mut().pop_front();
         let result = match op {
             None => break,
             Some(DeferredOp::Await(future)) => future.await,
             Some(DeferredOp::Run(f)) => f(),
+            Some(DeferredOp::Stream(future)) => future.await,
         };
         if let Err(e) = result {
             deferred.error.borrow_mut().get_or_insert(e);
@@ -934,6 +1002,24 @@ async fn drive(context: Context) {
     waiting.into_iter().for_each(|w| w.send(()));
 }
 
+/// Runs `futures` together; returns their errors.
+async fn join_all(futures: Vec<LocalFuture<'static, Result<()>>>) -> Vec<Error> {
+    let mut running: Vec<Option<LocalFuture<'static, Result<()>>>> = futures.into_iter().map(Some).collect();
+    let mut errors = Vec::new();
+    std::future::poll_fn(|cx| {
+        for slot in running.iter_mut() {
+            if let Some(future) = slot {
+                if let std::task::Poll::Ready(result) = future.as_mut().poll(cx) {
+                    errors.extend(result.err());
+                    *slot = None;
+                }
+            }
+        }
+        if running.iter().all(Option::is_none) { std::task::Poll::Ready(()) } else { std::task::Poll::Pending }
+    })
+    .await;
+    errors
+}
 /// Yields to the event loop for `ms` milliseconds (`setTimeout` of the window or worker).
 #[cfg(target_arch = "wasm32")]
 async fn pause_ms(ms: i32) {
@@ -957,11 +1043,11 @@ async fn pause_ms(ms: i32) {
 
 /// Native sources complete at once, so deferred work runs to the end inside the call.
 #[cfg(not(target_arch = "wasm32"))]
-fn spawn(future: impl Future<Output = ()> + 'static) {
+pub(crate) fn spawn(future: impl Future<Output = ()> + 'static) {
     pollster::block_on(future);
 }
 
 #[cfg(target_arch = "wasm32")]
-fn spawn(future: impl Future<Output = ()> + 'static) {
+pub(crate) fn spawn(future: impl Future<Output = ()> + 'static) {
     wasm_bindgen_futures::spawn_local(future);
 }

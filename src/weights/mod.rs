@@ -13,11 +13,12 @@
 //! message names the file, the tensor (when there is one) and the problem.
 
 pub mod gguf;
+pub mod lanes;
 pub mod safetensors;
 pub mod source;
 pub mod stream;
 
-pub use source::{BytesSource, FileSource, RangeReader, Source};
+pub use source::{BytesSource, FileSource, LocalFuture, RangeReader, Source};
 #[cfg(target_arch = "wasm32")]
 pub use source::BlobSource;
 pub use stream::{LoadOptions, StreamStats};

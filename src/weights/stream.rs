@@ -27,6 +27,7 @@ use crate::ops::wgsl::buffer_size;
 use crate::memory::host_cache::HostCopy;
 use crate::runtime::context::{PendingCopy, PendingPass};
 use crate::runtime::{Context, Tensor, TensorDescriptor};
+use crate::weights::lanes::{Lane, Span};
 use crate::weights::{Source, StoredType, TensorInfo, WeightFile};
 
 /// How a tensor is streamed.
@@ -132,11 +133,14 @@ impl WeightFile {
         let info = self.tensor(name)?;
         let descriptor = self.descriptor(context, info, options)?;
         let size = buffer_size(&descriptor);
+        let file = FileTensor::new(source, info, &descriptor, options);
+        // The buffer is created once a lane takes the tensor, so that the GPU process allocates
+        // the buffers of tensors asked for together in the order they fill.
+        let lane = file.lane(context).await;
         context.make_room(0, &|| size)?;
         // Streaming starts before the allocation check comes back from the GPU.
         let (buffer, allocated) = context.create_buffer_checked_later(size, "weight");
-        let file = FileTensor::new(source, info, &descriptor, options);
-        let stats = file.stream_into(context, &buffer.buffer, progress).await?;
+        let stats = file.stream_into(context, &buffer.buffer, progress, Some(lane)).await?;
         // A first load submits its widening at once, so its staging is gone when this resolves
         // (a swap-in's waits for the dispatch that needs it).
         context.submit_pending();
@@ -197,13 +201,26 @@ impl<S: Source + 'static> FileTensor<S> {
         })
     }
 
+    /// Waits for a lane to stream this tensor's bytes from the file.
+    async fn lane(&self, context: &Context) -> Lane {
+        let source = Rc::as_ptr(&self.source) as *const u8 as usize;
+        let span = Span { source, start: self.info.offset, end: self.info.offset + self.info.byte_length };
+        context.inner.lanes.acquire(span).await
+    }
+
     fn live_copy(&self) -> Option<Rc<HostCopy>> {
         self.host_copy.borrow().as_ref().filter(|c| c.is_live()).cloned()
     }
 
-    /// Fills `buffer` from the host copy if there is one, else from the file, keeping a host
-    /// copy when the host budget has room for it.
-    async fn stream_into(&self, context: &Context, buffer: &wgpu::Buffer, progress: &mut dyn FnMut(u64, u64)) -> Result<StreamStats> {
+    /// Fills `buffer` from the host copy if there is one, else from the file (through `lane`,
+    /// or a lane it waits for), keeping a host copy when the host budget has room for it.
+    async fn stream_into(
+        &self,
+        context: &Context,
+        buffer: &wgpu::Buffer,
+        progress: &mut dyn FnMut(u64, u64),
+        lane: Option<Lane>,
+    ) -> Result<StreamStats> {
         let memory = &context.inner.memory;
         let cache = &memory.host_cache;
         if let Some(copy) = self.live_copy() {
@@ -213,6 +230,10 @@ impl<S: Source + 'static> FileTensor<S> {
             progress(self.info.byte_length, self.info.byte_length);
             return Ok(StreamStats { bytes_written: copy.size, ..StreamStats::default() });
         }
+        let _lane = match lane {
+            Some(lane) => lane,
+            None => self.lane(context).await,
+        };
         let (source, info) = (&*self.source, &self.info);
         let stats = match host_copy_size(info, self.target) {
             Some(size) if cache.make_room(size) => {
@@ -243,7 +264,7 @@ impl<S: Source + 'static> Restream for FileTensor<S> {
         buffer: &'a wgpu::Buffer,
         progress: &'a mut dyn FnMut(u64, u64),
     ) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>> {
-        Box::pin(async move { Ok(self.stream_into(context, buffer, progress).await?.bytes_read) })
+        Box::pin(async move { Ok(self.stream_into(context, buffer, progress, None).await?.bytes_read) })
     }
 
     fn host_copy_bytes(&self) -> Option<u64> {

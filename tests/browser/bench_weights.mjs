@@ -3,10 +3,13 @@
 // to GPU buffers along each path below, REPEATS times interleaved (path after path, then again in reverse order;
 // the median time counts, the machine being shared and noisy; so does the median over
 // repetitions of each repetition's ratio, which compares runs made under the same load):
-//   ours      openWeights(handle) + constantTensor() per tensor (the extension)
+//   ours      openWeights(handle) + constantTensor() per tensor, each awaited (the extension)
+//   ours-all  the same, every constantTensor() call made at once and awaited with Promise.all:
+//             the loader streams two tensors at a time (see src/weights/lanes.rs)
 //   slices    plain JS: blob.slice() of 8 MiB chunks, .arrayBuffer(), GPUQueue.writeBuffer
 //   stream    plain JS: blob.stream() chunks coalesced into one reused 8 MiB buffer, writeBuffer
 //   byob      plain JS: blob.stream() with a BYOB reader filling one reused 8 MiB buffer
+//   byob2     plain JS: `byob` twice at once, over the first and the second half of the tensors
 //   bounded   `byob` with its queued writes bounded as the loader bounds its own: after every
 //             4 chunks an onSubmittedWorkDone() mark, waiting for the mark 3 before (128 MiB);
 //             each buffer created at its tensor's first write (created all at once, they made
@@ -42,11 +45,13 @@ const sizes = (process.env.SIZES_MIB || '256 1024').split(/\s+/).filter(Boolean)
 const REPEATS = Number(process.env.REPEATS || 5);
 const TENSOR_MIB = 64;
 const WARM_GIB = Number(process.env.WARM_GIB ?? 2);
-const PATHS = (process.env.PATHS || 'slices stream byob bounded ours sync-worker ours-worker standard').split(' ');
+const PATHS = (process.env.PATHS || 'slices stream byob byob2 bounded ours ours-all sync-worker ours-worker standard').split(' ');
 const { browser, url, close } = await start(undefined, ['--enable-precise-memory-info', '--js-flags=--expose-gc']);
 const results = [];
 const ratios = {};
 let failed = false;
+// The plain Window paths, the best of which `ours` is held against.
+const PLAIN = ['slices', 'stream', 'byob', 'byob2'];
 const median = (sorted) => (sorted.length % 2 ? sorted[(sorted.length - 1) / 2]
   : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2);
 try {
@@ -201,7 +206,8 @@ try {
       async remove(name) {
         await (await navigator.storage.getDirectory()).removeEntry(name);
       },
-      async ours(file) {
+      'ours-all': (file) => window.bench.ours(file, true),
+      async ours(file, together = false) {
         const handle = await fileHandle(file.name);
         context ??= await navigator.ml.createContext();
         const m = meter();
@@ -212,7 +218,8 @@ try {
         const t0 = performance.now();
         const weights = await context.openWeights(handle, { onProgress: m.sample });
         const tensors = [];
-        for (const t of weights.tensors) tensors.push(await weights.constantTensor(t.name));
+        if (together) tensors.push(...await Promise.all(weights.tensors.map((t) => weights.constantTensor(t.name))));
+        else for (const t of weights.tensors) tensors.push(await weights.constantTensor(t.name));
         await context.readTensor(probe);
         const ms = performance.now() - t0;
         const streamed = context.memoryInfo().bytesStreamedFromDisk;
@@ -270,6 +277,19 @@ try {
           count++;
           return chunks.next();
         });
+      }, true),
+      byob2: (file) => plain(file, async (d, blob, buffers, m) => {
+        const half = Math.ceil(file.count / 2) * file.tensorBytes;
+        const total = file.count * file.tensorBytes;
+        await Promise.all([[0, half], [half, total]].map(async ([from, to]) => {
+          const chunks = byobChunks(blob.slice(0, file.prefixBytes + to), { prefixBytes: file.prefixBytes + from }, m);
+          let at = from;
+          for (let filled; (filled = await chunks.next()) > 0; at += filled) {
+            const t = Math.floor(at / file.tensorBytes);
+            d.queue.writeBuffer(buffers.of(t), at - t * file.tensorBytes, chunks.staging(), 0, filled);
+          }
+          if (at !== to) throw new Error(`streamed ${at - from} bytes of ${to - from}`);
+        }));
       }, true),
       'ours-worker': (file) => inWorker('ours', file),
       'sync-worker': (file) => inWorker('sync', file),
@@ -345,7 +365,7 @@ try {
     const file = await page.evaluate(({ mib, tensorMib }) => window.bench.write(`bench-${mib}.safetensors`, mib, tensorMib),
       { mib, tensorMib: TENSOR_MIB });
     const runs = Object.fromEntries(PATHS.map((p) => [p, []]));
-    ratios[mib] = { plain: [], bounded: [], worker: [] };
+    ratios[mib] = { plain: [], all: [], bounded: [], worker: [] };
     for (let r = 0; r < REPEATS; r++) {
       // The order alternates, so that no path always runs right after another's buffers were freed.
       for (const path of r % 2 ? [...PATHS].reverse() : PATHS) {
@@ -356,8 +376,9 @@ try {
       }
       // This repetition's best plain Window path over ours, and sync-worker over ours-worker.
       const ms = (p) => (runs[p]?.[r] && !runs[p][r].error ? runs[p][r].ms : NaN);
-      const plain = Math.min(...['slices', 'stream', 'byob'].map(ms).filter((t) => !Number.isNaN(t)));
+      const plain = Math.min(...PLAIN.map(ms).filter((t) => !Number.isNaN(t)));
       ratios[mib].plain.push(plain / ms('ours'));
+      ratios[mib].all.push(plain / ms('ours-all'));
       ratios[mib].bounded.push(ms('bounded') / ms('ours'));
       ratios[mib].worker.push(ms('sync-worker') / ms('ours-worker'));
     }
@@ -400,11 +421,15 @@ const medianOf = (values) => {
 };
 for (const mib of sizes) {
   const of = (p) => results.find((r) => r.mib === mib && r.path === p && !r.error);
-  const best = ['slices', 'stream', 'byob'].map(of).filter(Boolean).sort((a, b) => a.ms - b.ms)[0];
+  const best = PLAIN.map(of).filter(Boolean).sort((a, b) => a.ms - b.ms)[0];
   const pair = (k) => ratios[mib][k].map((v) => v.toFixed(2)).join(' ');
   if (of('ours') && best) {
     console.log(`\n${mib} MiB: ours at ${(best.ms / of('ours').ms).toFixed(2)}× the best plain Window path (${best.path}), `
       + `medians; median of per-repetition ratios (best plain / ours) ${medianOf(ratios[mib].plain).toFixed(2)} (${pair('plain')}).`);
+  }
+  if (of('ours-all') && best) {
+    console.log(`${mib} MiB: ours-all at ${(best.ms / of('ours-all').ms).toFixed(2)}× the best plain Window path (${best.path}), `
+      + `medians; median of per-repetition ratios (best plain / ours-all) ${medianOf(ratios[mib].all).toFixed(2)} (${pair('all')}).`);
   }
   if (of('ours') && of('bounded')) {
     console.log(`${mib} MiB: ours at ${(of('bounded').ms / of('ours').ms).toFixed(2)}× bounded (the best plain path with the same bound on queued writes), medians; `

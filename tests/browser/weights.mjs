@@ -6,6 +6,7 @@
 // constantTensor(name, {wait: false}) lets a graph build while the bytes stream (the first
 // dispatch waits), and a dedicated Worker loads from OPFS the same way, through sync access
 // handles that it closes afterwards, streaming instead when another sync handle locks the file.
+// Tensors asked for together (Promise.all) stream in two lanes with exact values.
 import { start, openPage } from './browser.mjs';
 
 const { browser, url, close } = await start();
@@ -178,6 +179,37 @@ try {
     check(bigGot.every((v, i) => v === big[i] * 2), 'the first dispatch waits for the stream: exact values');
     check(loaded.at(-1) === big.byteLength, 'the background stream reports progress to the end');
     await root.removeEntry('big.safetensors');
+
+    // Tensors asked for together stream two at a time, each lane over a contiguous run of the
+    // file whose stream it continues from tensor to tensor: exact values with and without wait.
+    const { readerStats } = await import('/pkg/webnn.js');
+    const parts = [3, 1, 2, 5, 1, 4, 2, 3].map((mib, k) => new Float32Array(mib << 18).map((_, i) => k * 1000 + (i % 997)));
+    const manyHandle = await root.getFileHandle('many.safetensors', { create: true });
+    const manyWritable = await manyHandle.createWritable();
+    await manyWritable.write(safetensors(parts.map((p, k) => [`t${k}`, 'F32', [p.length], p])));
+    await manyWritable.close();
+    for (const wait of [true, false]) {
+      const file = await context.openWeights(manyHandle);
+      const before = { ...readerStats };
+      const tensors = await Promise.all(parts.map((_, k) => file.constantTensor(`t${k}`, { wait })));
+      const builder = new MLGraphBuilder(context);
+      const one = builder.input('one', { dataType: 'float32', shape: [1] });
+      const graph = await builder.build(Object.fromEntries(tensors.map((t, k) => [`y${k}`, builder.mul(builder.constant(t), one)])));
+      const onet = await context.createTensor({ dataType: 'float32', shape: [1], writable: true });
+      context.writeTensor(onet, new Float32Array([1]));
+      const outs = await Promise.all(parts.map((p) => context.createTensor({ dataType: 'float32', shape: [p.length], readable: true })));
+      context.dispatch(graph, { one: onet }, Object.fromEntries(outs.map((t, k) => [`y${k}`, t])));
+      const got = await Promise.all(outs.map(async (t) => new Float32Array(await context.readTensor(t))));
+      check(got.every((g, k) => g.length === parts[k].length && g.every((v, i) => v === parts[k][i])),
+        `tensors asked for together (wait: ${wait}): exact values`);
+      const streams = readerStats.streams - before.streams;
+      const continued = readerStats.continued - before.continued;
+      // A lane that finishes its run first takes over the middle of the other's rest: a third stream.
+      check(streams >= 2 && streams <= 3 && streams + continued === parts.length, `two lanes, each continuing its stream (wait: ${wait})`,
+        `${streams} streams opened, ${continued} continued`);
+      graph.destroy();
+    }
+    await root.removeEntry('many.safetensors');
 
     // A dedicated Worker: OPFS handle, openWeights, a graph, exact values.
     const source = `
