@@ -471,8 +471,8 @@ setInterfaceName(MLWeightFile, 'MLWeightFile');
 // buffers go back to a small pool on close(), so loading tensor after tensor allocates nothing
 // per chunk or per tensor. A stream reader closed at the end of its range parks its stream until
 // the next macrotask: the next tensor of a file usually starts where the last one ended, and
-// continuing the stream saves restarting it (one parked stream per lane of a batch of background
-// streams, which run side by side: see STREAM_LANES in src/runtime/context.rs). Sync handles close with their reader (they lock
+// continuing the stream saves restarting it (a parked stream per lane: tensors asked for together
+// stream side by side, see src/weights/lanes.rs). Sync handles close with their reader (they lock
 // the file), and a read costs no more on a fresh one. readerStats counts how ranges were read.
 export const readerStats = { syncHandles: 0, streams: 0, continued: 0 };
 const stagingPool = [];

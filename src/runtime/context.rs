@@ -1020,6 +1020,7 @@ async fn join_all(futures: Vec<LocalFuture<'static, Result<()>>>) -> Vec<Error> 
     .await;
     errors
 }
+
 /// Yields to the event loop for `ms` milliseconds (`setTimeout` of the window or worker).
 #[cfg(target_arch = "wasm32")]
 async fn pause_ms(ms: i32) {

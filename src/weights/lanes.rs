@@ -273,21 +273,26 @@ mod tests {
         assert!(lanes.active.borrow().is_empty());
     }
 
+    /// An `acquire` polled once, still waiting.
+    fn waiting_for_lane(lanes: &Rc<Lanes>, span: Span) -> std::pin::Pin<Box<impl Future<Output = Lane> + '_>> {
+        let mut wait = Box::pin(lanes.acquire(span));
+        let waker = std::task::Waker::noop();
+        assert!(wait.as_mut().poll(&mut std::task::Context::from_waker(waker)).is_pending());
+        wait
+    }
+
     #[test]
     fn a_cancelled_wait_leaves_the_queue_or_hands_on_its_lane() {
         let lanes = Rc::new(Lanes::default());
         let s = spans(&[1, 1, 1, 1]);
         let held: Vec<Lane> = s[..2].iter().map(|&span| pollster::block_on(lanes.acquire(span))).collect();
         // Both lanes are taken: a third wait is dropped before it is granted.
-        let mut third = Box::pin(lanes.acquire(s[2]));
-        let waker = std::task::Waker::noop();
-        assert!(third.as_mut().poll(&mut std::task::Context::from_waker(waker)).is_pending());
+        let third = waiting_for_lane(&lanes, s[2]);
         assert_eq!(lanes.waiting.borrow().len(), 1);
         drop(third);
         assert!(lanes.waiting.borrow().is_empty());
         // A fourth is granted when a lane is released, and dropped before it runs: it hands it on.
-        let mut fourth = Box::pin(lanes.acquire(s[3]));
-        assert!(fourth.as_mut().poll(&mut std::task::Context::from_waker(waker)).is_pending());
+        let fourth = waiting_for_lane(&lanes, s[3]);
         drop(held);
         assert_eq!(lanes.free.get(), LANES - 1);
         drop(fourth);

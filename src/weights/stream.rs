@@ -204,7 +204,7 @@ impl<S: Source + 'static> FileTensor<S> {
     /// Waits for a lane to stream this tensor's bytes from the file.
     async fn lane(&self, context: &Context) -> Lane {
         let source = Rc::as_ptr(&self.source) as *const u8 as usize;
-        let span = Span { source, start: self.info.offset, end: self.info.offset + self.info.byte_length };
+        let span = Span { source, start: self.info.offset, end: self.info.offset.saturating_add(self.info.byte_length) };
         context.inner.lanes.acquire(span).await
     }
 
