@@ -54,15 +54,20 @@ let failed = false;
 const PLAIN = ['slices', 'stream', 'byob', 'byob2'];
 const median = (sorted) => (sorted.length % 2 ? sorted[(sorted.length - 1) / 2]
   : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2);
-try {
-  const page = await openPage(browser, `${url}/tests/browser/harness.html`, 'bench');
+// A run past this limit counts as failed and the page is replaced: when SwiftShader's GPU process
+// dies mid-run, a pending onSubmittedWorkDone() sometimes never settles, or the page crashes.
+const RUN_LIMIT_MS = 60000;
+let page;
+let cdp;
+// One context for every page, so that the OPFS files outlive a replaced page.
+const pages = await browser.newContext();
+// Opens the harness page and installs window.bench; again after a hung or crashed run.
+const openBench = async () => {
+  await page?.close().catch(() => {});
+  page = await openPage(pages, `${url}/tests/browser/harness.html`, 'bench');
   await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
   await page.evaluate(() => window.harness.ready);
-  const cdp = await page.context().newCDPSession(page);
-  const heapUsage = async () => {
-    const u = await cdp.send('Runtime.getHeapUsage');
-    return u.usedSize + (u.backingStorageSize ?? 0);
-  };
+  cdp = await page.context().newCDPSession(page);
   await page.evaluate(async () => {
     // The wasm module's memory export: the glue's init resolves to the instance's exports.
     const exports = await (await import('/pkg/webnn_wgpu.js')).default();
@@ -318,6 +323,13 @@ try {
       },
     };
   });
+};
+try {
+  await openBench();
+  const heapUsage = async () => {
+    const u = await cdp.send('Runtime.getHeapUsage');
+    return u.usedSize + (u.backingStorageSize ?? 0);
+  };
 
   // The summed VmRSS of the processes whose command line has `type` (looked up per run: the GPU
   // process comes back after a crash).
@@ -346,12 +358,17 @@ try {
     let running = true;
     const sampler = (async () => {
       while (running) {
-        peak = Math.max(peak, await heapUsage());
+        peak = Math.max(peak, await heapUsage().catch(() => peak));
         await new Promise((r) => setTimeout(r, 5));
       }
     })();
     try {
-      const r = await page.evaluate(({ path, file }) => window.bench[path](file), { path, file });
+      let timer;
+      const limit = new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no result after ${RUN_LIMIT_MS / 1000} s`)), RUN_LIMIT_MS);
+      });
+      const r = await Promise.race([page.evaluate(({ path, file }) => window.bench[path](file), { path, file }), limit])
+        .finally(() => clearTimeout(timer));
       const growth = Object.fromEntries(Object.keys(processes).map((k) => [k, peaks[k] - base[k]]));
       return { ...r, cdpGrowth: path.endsWith('-worker') ? NaN : peak - before, ...growth };
     } finally {
@@ -370,13 +387,17 @@ try {
       // The order alternates, so that no path always runs right after another's buffers were freed.
       for (const path of r % 2 ? [...PATHS].reverse() : PATHS) {
         const run = await measure(path, file).catch((e) => ({ error: e.message.split('\n')[0] }));
-        if (run.error) await page.evaluate(() => window.bench.reset());
+        if (run.error) {
+          if (page.isClosed() || run.error.startsWith('no result')) await openBench();
+          else await page.evaluate(() => window.bench.reset());
+        }
         console.error(JSON.stringify({ mib, path, ...run }));
         runs[path].push(run);
       }
       // This repetition's best plain Window path over ours, and sync-worker over ours-worker.
       const ms = (p) => (runs[p]?.[r] && !runs[p][r].error ? runs[p][r].ms : NaN);
-      const plain = Math.min(...PLAIN.map(ms).filter((t) => !Number.isNaN(t)));
+      const measured = PLAIN.map(ms).filter((t) => !Number.isNaN(t));
+      const plain = measured.length ? Math.min(...measured) : NaN;
       ratios[mib].plain.push(plain / ms('ours'));
       ratios[mib].all.push(plain / ms('ours-all'));
       ratios[mib].bounded.push(ms('bounded') / ms('ours'));

@@ -37,7 +37,8 @@ export async function start(root = ROOT, extraArgs = []) {
   return { browser, server, url, close };
 }
 
-/** Opens `url` in a new page whose console errors and crashes are logged with `tag`. */
+/** Opens `url` in a new page of `browser` (a Browser, or a BrowserContext to share its storage)
+ * whose console errors and crashes are logged with `tag`. */
 export async function openPage(browser, url, tag = 'page') {
   const page = await browser.newPage();
   page.on('pageerror', (e) => console.error(`[${tag}] page error: ${e.message}`));
