@@ -39,7 +39,7 @@
 // PATHS="byob ours" runs a subset. Prints a markdown table; exits non-zero when a path failed.
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
-import { start, openPage } from './browser.mjs';
+import { start, openHarness, withTimeout } from './browser.mjs';
 
 const sizes = (process.env.SIZES_MIB || '256 1024').split(/\s+/).filter(Boolean).map(Number);
 const REPEATS = Number(process.env.REPEATS || 5);
@@ -64,9 +64,7 @@ const pages = await browser.newContext();
 // Opens the harness page and installs window.bench; again after a hung or crashed run.
 const openBench = async () => {
   await page?.close().catch(() => {});
-  page = await openPage(pages, `${url}/tests/browser/harness.html`, 'bench');
-  await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
-  await page.evaluate(() => window.harness.ready);
+  page = await openHarness(pages, url, 'bench');
   cdp = await page.context().newCDPSession(page);
   await page.evaluate(async () => {
     // The wasm module's memory export: the glue's init resolves to the instance's exports.
@@ -363,12 +361,8 @@ try {
       }
     })();
     try {
-      let timer;
-      const limit = new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no result after ${RUN_LIMIT_MS / 1000} s`)), RUN_LIMIT_MS);
-      });
-      const r = await Promise.race([page.evaluate(({ path, file }) => window.bench[path](file), { path, file }), limit])
-        .finally(() => clearTimeout(timer));
+      const r = await withTimeout(page.evaluate(({ path, file }) => window.bench[path](file), { path, file }),
+        RUN_LIMIT_MS, path);
       const growth = Object.fromEntries(Object.keys(processes).map((k) => [k, peaks[k] - base[k]]));
       return { ...r, cdpGrowth: path.endsWith('-worker') ? NaN : peak - before, ...growth };
     } finally {
@@ -388,7 +382,7 @@ try {
       for (const path of r % 2 ? [...PATHS].reverse() : PATHS) {
         const run = await measure(path, file).catch((e) => ({ error: e.message.split('\n')[0] }));
         if (run.error) {
-          if (page.isClosed() || run.error.startsWith('no result')) await openBench();
+          if (page.isClosed() || run.error.includes(': timed out after')) await openBench();
           else await page.evaluate(() => window.bench.reset());
         }
         console.error(JSON.stringify({ mib, path, ...run }));

@@ -47,6 +47,27 @@ export async function openPage(browser, url, tag = 'page') {
   return page;
 }
 
+/** Waits until the harness page (tests/browser/harness.html) has loaded and is ready. */
+export async function harnessReady(page) {
+  await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
+  await page.evaluate(() => window.harness.ready);
+  return page;
+}
+
+/** Opens the harness page in a new page of `browser` (see `openPage`) and waits until it is ready. */
+export async function openHarness(browser, url, tag) {
+  return harnessReady(await openPage(browser, `${url}/tests/browser/harness.html`, tag));
+}
+
+/** `promise`, or a rejection naming `what` once `ms` milliseconds have passed. */
+export function withTimeout(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`${what}: timed out after ${ms} ms`)), ms); }),
+  ]).finally(() => clearTimeout(timer));
+}
+
 export function writeOut(name, data) {
   const dir = path.join(ROOT, 'out');
   fs.mkdirSync(dir, { recursive: true });

@@ -2,7 +2,7 @@
 // (tests/browser/concurrency_cases.js): chained through tensors with no await in between, with
 // interleaved writes and reads, on several contexts at once; every read must be exact.
 // SEED=n picks the seed (printed); STEPS=n the operations per context.
-import { start, openPage, writeOut } from './browser.mjs';
+import { start, openHarness, writeOut } from './browser.mjs';
 
 const seed = Number(process.env.SEED ?? Math.floor(Math.random() * 1e6));
 const steps = Number(process.env.STEPS ?? 300);
@@ -10,9 +10,7 @@ console.log(`concurrency: seed ${seed}, ${steps} steps per context`);
 const { browser, url, close } = await start();
 const results = [];
 try {
-  const page = await openPage(browser, `${url}/tests/browser/harness.html`, 'concurrency');
-  await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
-  await page.evaluate(() => window.harness.ready);
+  const page = await openHarness(browser, url, 'concurrency');
   const t0 = Date.now();
   const inPage = await page.evaluate(async (options) => {
     const { runMany } = await import('./concurrency_cases.js');

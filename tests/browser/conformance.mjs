@@ -5,7 +5,7 @@
 // fails or its operator is unsupported. WPT_FILES=add.json,relu.json runs a subset.
 import fs from 'node:fs';
 import path from 'node:path';
-import { start, openPage, writeOut, ROOT } from './browser.mjs';
+import { start, openHarness, withTimeout, writeOut, ROOT } from './browser.mjs';
 
 const CASE_TIMEOUT_MS = Number(process.env.CASE_TIMEOUT_MS || 120000);
 const dir = path.join(ROOT, 'tests/conformance/wpt');
@@ -17,27 +17,13 @@ if (process.env.WPT_FILES) {
 
 const { browser, url, close } = await start();
 
-async function harnessPage(file) {
-  const page = await openPage(browser, `${url}/tests/browser/harness.html`, file);
-  await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
-  await page.evaluate(() => window.harness.ready);
-  return page;
-}
-
-function withTimeout(promise, ms, what) {
-  let timer;
-  return Promise.race([
-    promise,
-    new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`${what}: timed out after ${ms} ms`)), ms); }),
-  ]).finally(() => clearTimeout(timer));
-}
 
 const report = { files: {}, totals: { pass: 0, fail: 0, unsupported: 0, skip: 0 } };
 const t0 = Date.now();
 // A harness that cannot start fails every case at once instead of timing each one out.
 let setupError = null;
 try {
-  await (await harnessPage('setup')).close();
+  await (await openHarness(browser, url, 'setup')).close();
 } catch (e) {
   setupError = e.message.split('\n')[0];
 }
@@ -51,7 +37,7 @@ for (const file of files) {
     let r;
     try {
       if (setupError) throw new Error(`harness: ${setupError}`);
-      if (!page) page = await harnessPage(file);
+      if (!page) page = await openHarness(browser, url, file);
       r = await withTimeout(page.evaluate(([f, k]) => window.harness.wpt.runCase(f, k), [file, i]), CASE_TIMEOUT_MS, cases[i].name);
     } catch (e) {
       r = { status: 'fail', message: e.message.split('\n')[0], fatal: true };

@@ -8,14 +8,12 @@
 // recently dispatched graph and retries, or with nothing to evict is OperationError for
 // build, QuotaExceededError for swapIn, UnknownError for createTensor and the read after a dispatch, never a wrong
 // result; deviceBytes stays exact and the context keeps working.
-import { start, openPage, writeOut } from './browser.mjs';
+import { start, openHarness, writeOut } from './browser.mjs';
 
 const { browser, url, close } = await start();
 let checks = [];
 try {
-  const page = await openPage(browser, `${url}/tests/browser/harness.html`, 'device_loss');
-  await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
-  await page.evaluate(() => window.harness.ready);
+  const page = await openHarness(browser, url, 'device_loss');
   checks = await page.evaluate(async () => {
     const { testing } = await import('/pkg/webnn.js');
     const results = [];

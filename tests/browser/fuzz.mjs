@@ -5,7 +5,7 @@
 // DOMException; never a wasm trap (RuntimeError "unreachable"), a Rust panic, another error
 // type or a hang; and the page must still compute a graph correctly afterwards.
 // SEED=n replays a run (the seed is printed); SECONDS (default 45) bounds it; CALLS caps it.
-import { start, openPage, writeOut } from './browser.mjs';
+import { start, openPage, harnessReady, writeOut } from './browser.mjs';
 
 const seed = Number(process.env.SEED ?? Math.floor(Math.random() * 1e9));
 const seconds = Number(process.env.SECONDS ?? 45);
@@ -20,8 +20,7 @@ try {
   page.on('console', (m) => {
     if (m.type() === 'error' && /panicked|unreachable|RuntimeError/.test(m.text())) panics.push(m.text().slice(0, 500));
   });
-  await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
-  await page.evaluate(() => window.harness.ready);
+  await harnessReady(page);
   summary = await page.evaluate(async ({ seed, seconds, maxCalls }) => {
     let s = seed >>> 0 || 1;
     const random = () => {

@@ -1,16 +1,14 @@
 // Invalid uses of the WebNN API in headless Chromium (the table is tests/browser/invalid_cases.js):
 // each must fail with the spec's exact error type, thrown or rejected as the spec says, and the
 // page must still compute a correct graph afterwards (no dead wasm module, no poisoned state).
-import { start, openPage, writeOut } from './browser.mjs';
+import { start, openHarness, writeOut } from './browser.mjs';
 
 const { browser, url, close } = await start();
 let page = null;
 const results = [];
 let failed = 0;
 try {
-  page = await openPage(browser, `${url}/tests/browser/harness.html`, 'invalid_use');
-  await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
-  await page.evaluate(() => window.harness.ready);
+  page = await openHarness(browser, url, 'invalid_use');
   const n = await page.evaluate(() => window.harness.invalid.count());
   for (let i = 0; i < n; i++) {
     const name = await page.evaluate((k) => window.harness.invalid.name(k), i);

@@ -9,7 +9,7 @@
 // 17 bytes a cycle would take two) and the JS heap must stay within a bound.
 // CYCLES (default 10000) sets the graph cycles, all of which must run within SECONDS (default
 // 100); CONTEXT_CYCLES (default 30) sets the context cycles.
-import { start, openPage, writeOut } from './browser.mjs';
+import { start, openHarness, writeOut } from './browser.mjs';
 
 const maxCycles = Number(process.env.CYCLES ?? 10000);
 const seconds = Number(process.env.SECONDS ?? 100);
@@ -27,9 +27,7 @@ const { browser, url, close } = await start();
 const failures = [];
 const report = { graphCycles: 0, contextCycles: 0, samples: [] };
 try {
-  const page = await openPage(browser, `${url}/tests/browser/harness.html`, 'leaks');
-  await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
-  await page.evaluate(() => window.harness.ready);
+  const page = await openHarness(browser, url, 'leaks');
   const cdp = await page.context().newCDPSession(page);
   // Collects garbage, lets the FinalizationRegistry callbacks run, and samples the memory.
   const sample = async () => {

@@ -7,14 +7,12 @@
 // dispatch waits), and a dedicated Worker loads from OPFS the same way, through sync access
 // handles that it closes afterwards, streaming instead when another sync handle locks the file.
 // Tensors asked for together (Promise.all) stream in two lanes with exact values.
-import { start, openPage } from './browser.mjs';
+import { start, openHarness } from './browser.mjs';
 
 const { browser, url, close } = await start();
 let failed = 0;
 try {
-  const page = await openPage(browser, `${url}/tests/browser/harness.html`, 'weights');
-  await page.waitForFunction(() => window.harness !== undefined, null, { timeout: 60000 });
-  await page.evaluate(() => window.harness.ready);
+  const page = await openHarness(browser, url, 'weights');
   const results = await page.evaluate(async () => {
     const out = [];
     const check = (ok, name, detail = '') => out.push({ ok: !!ok, name, detail });
