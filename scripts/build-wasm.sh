@@ -26,6 +26,7 @@ fi
 printf "export * from './%s';\n" "$snippet" > pkg/webnn.js
 cp js/index.js pkg/index.js
 cp js/index.d.ts pkg/index.d.ts
+cp LICENSE-MIT LICENSE-APACHE pkg/
 # wasm-bindgen's own declarations describe the internal handles; index.d.ts replaces them.
 rm -f pkg/webnn_wgpu.d.ts pkg/webnn_wgpu_bg.wasm.d.ts
 
@@ -55,7 +56,9 @@ cat > pkg/package.json <<JSON
     "webnn_wgpu.js",
     "webnn_wgpu_bg.wasm",
     "snippets/",
-    "README.md"
+    "README.md",
+    "LICENSE-MIT",
+    "LICENSE-APACHE"
   ],
   "sideEffects": false,
   "keywords": ["webnn", "webgpu", "wgpu", "wasm", "polyfill", "machine-learning"]
