@@ -202,8 +202,22 @@ function getBackend() {
   return backendPromise;
 }
 
-function setInterfaceName(cls, name) {
-  Object.defineProperty(cls.prototype, Symbol.toStringTag, { value: name, configurable: true });
+// What WebIDL's bindings make of an interface (class syntax differs): operations and attributes
+// are enumerable, an operation's length is its shortest overload's count of required arguments
+// (`lengths` for those where the JS parameter list says otherwise), the interface object's length
+// is its constructor's (0 without one) and its name and Symbol.toStringTag are the interface's
+// name, explicitly, since minifiers rename classes.
+function defineInterface(cls, name, { length = 0, lengths = {} } = {}) {
+  const proto = cls.prototype;
+  for (const key of Object.getOwnPropertyNames(proto)) {
+    if (key === 'constructor') continue;
+    const descriptor = Object.getOwnPropertyDescriptor(proto, key);
+    Object.defineProperty(proto, key, { ...descriptor, enumerable: true });
+    if (Object.hasOwn(lengths, key)) Object.defineProperty(descriptor.value, 'length', { value: lengths[key] });
+  }
+  Object.defineProperty(cls, 'length', { value: length });
+  Object.defineProperty(cls, 'name', { value: name });
+  Object.defineProperty(proto, Symbol.toStringTag, { value: name, configurable: true });
 }
 
 // ---- ML ----
@@ -214,7 +228,7 @@ class ML {
     slots.set(this, { kind: 'ML' });
   }
 
-  async createContext(options) {
+  async createContext(options = {}) {
     slotOf(this, 'ML', 'this');
     if (typeof GPUDevice === 'function' && options instanceof GPUDevice) {
       throw domException('NotSupportedError', 'createContext(gpuDevice) is not supported: wgpu cannot use a GPUDevice it did not create');
@@ -235,7 +249,7 @@ class ML {
     return new MLContext(INTERNAL, handle);
   }
 }
-setInterfaceName(ML, 'ML');
+defineInterface(ML, 'ML');
 
 // ---- MLContext ----
 
@@ -264,8 +278,13 @@ class MLContext {
     return slotOf(this, 'MLContext', 'this').handle.accelerated();
   }
 
+  // A promise attribute's getter rejects rather than throws, also on a foreign `this`.
   get lost() {
-    return slotOf(this, 'MLContext', 'this').lost;
+    try {
+      return slotOf(this, 'MLContext', 'this').lost;
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
   dispatch(graph, inputs, outputs) {
@@ -358,7 +377,7 @@ class MLContext {
   // Extension (EXTENSIONS.md, "Weight files"): reads only the header of a safetensors or GGUF
   // file; `source` is a FileSystemFileHandle, a File or a Blob. `options.floatType` ('float32'
   // or 'float16') is what bfloat16 and quantized tensors become.
-  async openWeights(source, options) {
+  async openWeights(source, options = {}) {
     const c = slotOf(this, 'MLContext', 'this');
     if (arguments.length < 1) throw new TypeError('openWeights() needs a source');
     const o = toDictionary(options, 'openWeights(): options');
@@ -391,7 +410,8 @@ class MLContext {
     return new MLWeightFile(INTERNAL, handle, this, o.onProgress);
   }
 }
-setInterfaceName(MLContext, 'MLContext');
+// readTensor(tensor) is the shortest overload.
+defineInterface(MLContext, 'MLContext', { lengths: { readTensor: 1 } });
 
 // ---- MLTensor ----
 
@@ -427,7 +447,7 @@ class MLTensor {
     t.pending.clear();
   }
 }
-setInterfaceName(MLTensor, 'MLTensor');
+defineInterface(MLTensor, 'MLTensor');
 
 // ---- MLWeightFile ----
 
@@ -446,7 +466,7 @@ class MLWeightFile {
   // bytes streaming on in the background: a graph can be built with it meanwhile, and queue
   // work issued after the call (dispatch, writeTensor, readTensor) waits for the stream, whose
   // failure rejects the next readTensor.
-  async constantTensor(name, options) {
+  async constantTensor(name, options = {}) {
     const w = slotOf(this, 'MLWeightFile', 'this');
     if (arguments.length < 1) throw new TypeError('constantTensor() needs a tensor name');
     const n = toString(name);
@@ -458,7 +478,7 @@ class MLWeightFile {
     return new MLTensor(INTERNAL, handle, w.context, descriptor, true);
   }
 }
-setInterfaceName(MLWeightFile, 'MLWeightFile');
+defineInterface(MLWeightFile, 'MLWeightFile');
 
 // The byte reader under MLWeightFile (imported by src/weights/source.rs): a file range read in
 // order into one staging ArrayBuffer, reused for every chunk. In a dedicated Worker with an OPFS
@@ -640,7 +660,7 @@ class MLGraph {
   }
 
   // Extensions (EXTENSIONS.md): device memory residency.
-  async swapOut(options) {
+  async swapOut(options = {}) {
     const g = slotOf(this, 'MLGraph', 'this');
     const o = toDictionary(options, 'swapOut(): options');
     const to = o.to === undefined ? 'host' : toEnum(o.to, ['host', 'disk'], 'swapOut(): options.to');
@@ -661,7 +681,7 @@ class MLGraph {
     slotOf(this, 'MLGraph', 'this').handle.setEvictionPriority(String(value));
   }
 }
-setInterfaceName(MLGraph, 'MLGraph');
+defineInterface(MLGraph, 'MLGraph');
 
 // ---- MLOperand ----
 
@@ -674,7 +694,7 @@ class MLOperand {
   get dataType() { return slotOf(this, 'MLOperand', 'this').dataType; }
   get shape() { return slotOf(this, 'MLOperand', 'this').shape; }
 }
-setInterfaceName(MLOperand, 'MLOperand');
+defineInterface(MLOperand, 'MLOperand');
 
 // ---- MLGraphBuilder ----
 
@@ -1016,7 +1036,8 @@ class MLGraphBuilder {
     }
   }
 }
-setInterfaceName(MLGraphBuilder, 'MLGraphBuilder');
+// constant(tensor) is the shortest overload.
+defineInterface(MLGraphBuilder, 'MLGraphBuilder', { length: 1, lengths: { constant: 1 } });
 
 // ---- install ----
 
@@ -1024,13 +1045,16 @@ const INTERFACES = { ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor
 let ml;
 
 /**
- * Defines `navigator.ml` and the WebNN interfaces on `globalThis` (a Window or a dedicated
- * Worker). A browser's own WebNN is left alone unless `force` is true. The backend is `backend`
- * (an already loaded wasm module's) or what `loader()` resolves to, loaded on the first
- * `createContext()`. Returns whether the interfaces were installed.
+ * Defines `navigator.ml` and the WebNN interfaces on `globalThis` (a Window or a dedicated,
+ * shared or service Worker: the spec's `Exposed=(Window, Worker)`). Like them, it is
+ * `[SecureContext]`: elsewhere nothing is installed. A browser's own WebNN is left alone unless
+ * `force` is true. The backend is `backend` (an already loaded wasm module's) or what `loader()`
+ * resolves to, loaded on the first `createContext()`. Returns whether the interfaces were
+ * installed.
  */
 export function install({ force = false, backend, loader } = {}) {
   const g = globalThis;
+  if (g.isSecureContext === false) return false;
   const navigator = g.navigator;
   const nativeML = navigator !== undefined && 'ml' in navigator && !(navigator.ml instanceof ML);
   if (nativeML && !force) return false;
@@ -1044,7 +1068,18 @@ export function install({ force = false, backend, loader } = {}) {
     Object.defineProperty(g, name, { value: cls, writable: true, enumerable: false, configurable: true });
   }
   if (navigator !== undefined) {
-    Object.defineProperty(navigator, 'ml', { value: ml, enumerable: true, configurable: true });
+    // The NavigatorML mixin: an accessor on Navigator.prototype (WorkerNavigator.prototype in a
+    // worker), [SameObject]. A navigator that is a plain object gets an own property instead of
+    // one on Object.prototype.
+    const proto = Object.getPrototypeOf(navigator);
+    const target = proto === null || proto === Object.prototype ? navigator : proto;
+    const { get } = Object.getOwnPropertyDescriptor({
+      get ml() {
+        if (this !== navigator) throw new TypeError('the ml getter needs a Navigator');
+        return ml;
+      },
+    }, 'ml');
+    Object.defineProperty(target, 'ml', { get, set: undefined, enumerable: true, configurable: true });
   }
   return true;
 }
