@@ -47,6 +47,21 @@ function toDictionary(value, what) {
   return value;
 }
 
+// A dictionary's members as WebIDL converts them: each read once, in code-unit order of the
+// names (an inherited dictionary's members come first: callers read those before), and
+// converted as it is read. `members` maps a name to [convert, default]; an undefined member
+// gets the default.
+function readMembers(value, what, members) {
+  const dictionary = toDictionary(value, what);
+  const values = {};
+  for (const key of Object.keys(members).sort()) {
+    const [convert, fallback] = members[key];
+    const v = dictionary[key];
+    values[key] = v === undefined ? fallback : convert(v, `${what}.${key}`);
+  }
+  return values;
+}
+
 function toString(value) {
   const s = `${value}`;
   return typeof s.toWellFormed === 'function' ? s.toWellFormed() : s;
@@ -130,20 +145,24 @@ function converter(kind) {
   return CONVERT[kind];
 }
 
+function required(dictionary, key, what) {
+  const v = dictionary[key];
+  if (v === undefined) throw new TypeError(`${what}.${key} is required`);
+  return v;
+}
+
 function toOperandDescriptor(value, what) {
   const d = toDictionary(value, what);
-  // Members in lexicographic order, as WebIDL converts them.
-  if (d.dataType === undefined) throw new TypeError(`${what}.dataType is required`);
-  const dataType = toEnum(d.dataType, DATA_TYPES, `${what}.dataType`);
-  if (d.shape === undefined) throw new TypeError(`${what}.shape is required`);
-  const shape = toSequence(d.shape, `${what}.shape`, CONVERT.ulong);
+  const dataType = toEnum(required(d, 'dataType', what), DATA_TYPES, `${what}.dataType`);
+  const shape = toSequence(required(d, 'shape', what), `${what}.shape`, CONVERT.ulong);
   return { dataType, shape };
 }
 
 function toTensorDescriptor(value, what) {
   const d = toDictionary(value, what);
   const { dataType, shape } = toOperandDescriptor(d, what);
-  return { dataType, shape, readable: !!d.readable, writable: !!d.writable };
+  const { readable, writable } = readMembers(d, what, { readable: [CONVERT.boolean, false], writable: [CONVERT.boolean, false] });
+  return { dataType, shape, readable, writable };
 }
 
 const arrayBufferByteLength = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'byteLength').get;
@@ -233,17 +252,13 @@ class ML {
     if (typeof GPUDevice === 'function' && options instanceof GPUDevice) {
       throw domException('NotSupportedError', 'createContext(gpuDevice) is not supported: wgpu cannot use a GPUDevice it did not create');
     }
-    const o = toDictionary(options, 'createContext(): options');
-    const accelerated = o.accelerated === undefined ? true : !!o.accelerated;
-    const memoryBudget = o.memoryBudget === undefined
-      ? undefined
-      : enforceRange(o.memoryBudget, 0, Number.MAX_SAFE_INTEGER, 'createContext(): options.memoryBudget');
-    const hostMemoryBudget = o.hostMemoryBudget === undefined
-      ? undefined
-      : enforceRange(o.hostMemoryBudget, 0, Number.MAX_SAFE_INTEGER, 'createContext(): options.hostMemoryBudget');
-    const powerPreference = o.powerPreference === undefined
-      ? 'default'
-      : toEnum(o.powerPreference, ['default', 'high-performance', 'low-power'], 'createContext(): options.powerPreference');
+    const bytes = (v, what) => enforceRange(v, 0, Number.MAX_SAFE_INTEGER, what);
+    const { accelerated, hostMemoryBudget, memoryBudget, powerPreference } = readMembers(options, 'createContext(): options', {
+      accelerated: [CONVERT.boolean, true],
+      hostMemoryBudget: [bytes, undefined],
+      memoryBudget: [bytes, undefined],
+      powerPreference: [(v, what) => toEnum(v, ['default', 'high-performance', 'low-power'], what), 'default'],
+    });
     const backend = await getBackend();
     const handle = await backend.createContext(powerPreference, accelerated, memoryBudget, hostMemoryBudget);
     return new MLContext(INTERNAL, handle);
@@ -380,17 +395,21 @@ class MLContext {
   async openWeights(source, options = {}) {
     const c = slotOf(this, 'MLContext', 'this');
     if (arguments.length < 1) throw new TypeError('openWeights() needs a source');
-    const o = toDictionary(options, 'openWeights(): options');
-    if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
-      throw new TypeError('openWeights(): options.onProgress must be a function');
+    const isHandle = typeof FileSystemFileHandle === 'function' && source instanceof FileSystemFileHandle;
+    if (!isHandle && !(typeof Blob === 'function' && source instanceof Blob)) {
+      throw new TypeError('openWeights(): source must be a FileSystemFileHandle, a File or a Blob');
     }
-    const floatType = o.floatType === undefined
-      ? undefined
-      : toEnum(o.floatType, ['float32', 'float16'], 'openWeights(): options.floatType');
+    const { floatType, onProgress } = readMembers(options, 'openWeights(): options', {
+      floatType: [(v, what) => toEnum(v, ['float32', 'float16'], what), undefined],
+      onProgress: [(v, what) => {
+        if (typeof v !== 'function') throw new TypeError(`${what} must be a function`);
+        return v;
+      }, undefined],
+    });
     let blob;
     let name;
     let fileHandle;
-    if (typeof FileSystemFileHandle === 'function' && source instanceof FileSystemFileHandle) {
+    if (isHandle) {
       name = source.name;
       // Kept for sync access handles: in a dedicated Worker, tensors are read through them.
       fileHandle = source;
@@ -399,15 +418,13 @@ class MLContext {
       } catch (e) {
         throw domException('DataError', `${name}: cannot read the file: ${e.message}`);
       }
-    } else if (typeof Blob === 'function' && source instanceof Blob) {
+    } else {
       blob = source;
       name = typeof File === 'function' && source instanceof File ? source.name : 'Blob';
-    } else {
-      throw new TypeError('openWeights(): source must be a FileSystemFileHandle, a File or a Blob');
     }
     if (c.handle.isLost()) throw domException('InvalidStateError', 'openWeights(): the MLContext is lost');
     const handle = await c.handle.openWeights(blob, fileHandle, name, floatType);
-    return new MLWeightFile(INTERNAL, handle, this, o.onProgress);
+    return new MLWeightFile(INTERNAL, handle, this, onProgress);
   }
 }
 // readTensor(tensor) is the shortest overload.
@@ -470,8 +487,7 @@ class MLWeightFile {
     const w = slotOf(this, 'MLWeightFile', 'this');
     if (arguments.length < 1) throw new TypeError('constantTensor() needs a tensor name');
     const n = toString(name);
-    const o = toDictionary(options, 'constantTensor(): options');
-    const wait = o.wait === undefined ? true : Boolean(o.wait);
+    const { wait } = readMembers(options, 'constantTensor(): options', { wait: [CONVERT.boolean, true] });
     const handle = await w.handle.constantTensor(n, w.onProgress, wait);
     const info = w.tensors.find((t) => t.name === n);
     const descriptor = { dataType: info.dataType, shape: info.shape, readable: false, writable: false };
@@ -662,8 +678,7 @@ class MLGraph {
   // Extensions (EXTENSIONS.md): device memory residency.
   async swapOut(options = {}) {
     const g = slotOf(this, 'MLGraph', 'this');
-    const o = toDictionary(options, 'swapOut(): options');
-    const to = o.to === undefined ? 'host' : toEnum(o.to, ['host', 'disk'], 'swapOut(): options.to');
+    const { to } = readMembers(options, 'swapOut(): options', { to: [(v, what) => toEnum(v, ['host', 'disk'], what), 'host'] });
     await g.handle.swapOut(to);
   }
 
@@ -1004,17 +1019,19 @@ class MLGraphBuilder {
       else params[argName] = converter(kind)(args[i], what);
     });
     const options = toDictionary(args[required], `${name}(): options`);
-    params.label = options.label === undefined ? '' : toString(options.label);
-    for (const [key, [kind, fallback]] of Object.entries(spec.options ?? {})) {
-      const what = `${name}(): options.${key}`;
-      const v = options[key];
+    // MLOperatorOptions, the inherited dictionary, is read first.
+    const { label } = readMembers(options, `${name}(): options`, { label: [toString, ''] });
+    params.label = label;
+    const members = Object.entries(spec.options ?? {});
+    const values = readMembers(options, `${name}(): options`, Object.fromEntries(members.map(([key, [kind, fallback]]) => (
+      [key, kind === 'operand' ? [(v, what) => this.#operandIndex(v, what), undefined] : [converter(kind), fallback]]))));
+    // Operand members join the inputs in table order, which src/api/ops.rs expects.
+    for (const [key, [kind]] of members) {
       if (kind === 'operand') {
-        params[key] = v !== undefined;
-        if (v !== undefined) inputs.push(this.#operandIndex(v, what));
-      } else if (v !== undefined) {
-        params[key] = converter(kind)(v, what);
-      } else if (fallback !== undefined) {
-        params[key] = fallback;
+        params[key] = values[key] !== undefined;
+        if (values[key] !== undefined) inputs.push(values[key]);
+      } else if (values[key] !== undefined) {
+        params[key] = values[key];
       }
     }
     const outputs = b.handle.operator(name, Uint32Array.from(inputs), params);

@@ -8,7 +8,7 @@
 #   conformance  the WPT cases through navigator.ml in headless Chromium
 #   invalid_use  invalid API calls and their exact spec errors
 #   idl          the spec's WebIDL (webidl2) against the installed interfaces, in a page, a
-#                SharedWorker and a non-secure page
+#                SharedWorker, a ServiceWorker and a non-secure page
 #   robustness   device loss and out of memory, budgets and injected GPU allocation failures
 #                (device_loss.mjs), chained dispatches in flight in a page and a Worker
 #                (concurrency.mjs), 45 s of seeded random API calls (fuzz.mjs)

@@ -2,8 +2,9 @@
 // (../shared/webnn-spec/index.bs beside the repository, or $WEBNN_SPEC, else the committed copy
 // tests/idl/webnn.idl; when both exist they must be equal) and tests/idl/extensions.idl are parsed
 // with webidl2, and every interface, operation, attribute and the NavigatorML mixin is checked
-// against what install() defines (tests/browser/idl_check.js): in a page, in a SharedWorker that
-// also computes a graph, and in a non-secure page, where nothing may be exposed.
+// against what install() defines (tests/browser/idl_check.js): in a page, a SharedWorker and a
+// ServiceWorker, each also computing a graph, and in a non-secure page, where nothing may be
+// exposed.
 // `node tests/browser/idl.mjs --update` copies the specification's IDL to tests/idl/webnn.idl.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -48,7 +49,13 @@ function specIdl() {
 }
 
 const extAttr = (node, name) => node.extAttrs.find((a) => a.name === name);
-const typeName = (idlType) => String(idlType).trim().replace(/\s+/g, ' ');
+// A type as IDL text without its extended attributes: 'MLOperand', 'sequence<unsigned long>'.
+function typeName(t) {
+  const name = t.union ? `(${t.idlType.map(typeName).join(' or ')})`
+    : t.generic ? `${t.generic}<${t.idlType.map(typeName).join(', ')}>`
+      : t.idlType;
+  return t.nullable ? `${name}?` : name;
+}
 
 function exposure(node) {
   const a = extAttr(node, 'Exposed');
@@ -62,11 +69,21 @@ function exposure(node) {
 function model(sources) {
   const interfaces = new Map();
   const mixins = new Map();
+  const dictionaries = new Map();
   const includes = [];
   for (const { ast, extension } of sources) {
     for (const def of ast) {
       if (def.type === 'includes') {
         includes.push({ target: def.target, mixin: def.includes });
+        continue;
+      }
+      if (def.type === 'dictionary') {
+        if (!dictionaries.has(def.name)) dictionaries.set(def.name, { name: def.name, inheritance: null, members: [] });
+        const entry = dictionaries.get(def.name);
+        if (!def.partial) entry.inheritance = def.inheritance ?? null;
+        for (const member of def.members) {
+          entry.members.push({ name: member.name, type: typeName(member.idlType), required: member.required });
+        }
         continue;
       }
       if (def.type !== 'interface' && def.type !== 'interface mixin') continue;
@@ -87,9 +104,10 @@ function model(sources) {
           const op = entry.operations.find((o) => o.name === member.name && o.static === isStatic);
           const args = member.arguments.map((a) => typeName(a.idlType));
           if (op === undefined) {
-            entry.operations.push({ name: member.name, static: isStatic, length: required, arguments: args, promise: member.idlType.generic === 'Promise', extension });
-          } else if (required < op.length) {
-            Object.assign(op, { length: required, arguments: args });
+            entry.operations.push({ name: member.name, static: isStatic, length: required, arguments: args, overloads: [args], promise: member.idlType.generic === 'Promise', extension });
+          } else {
+            op.overloads.push(args);
+            if (required < op.length) Object.assign(op, { length: required, arguments: args });
           }
         } else if (member.type === 'attribute') {
           entry.attributes.push({
@@ -108,7 +126,7 @@ function model(sources) {
       }
     }
   }
-  return { interfaces: [...interfaces.values()], mixins: [...mixins.values()], includes };
+  return { interfaces: [...interfaces.values()], mixins: [...mixins.values()], dictionaries: [...dictionaries.values()], includes };
 }
 
 let specText;
@@ -147,7 +165,7 @@ function report(scope, result, { needsMixin }) {
   failures.push(...problems.map((p) => `${scope}: ${p}`));
   console.log(`${problems.length === 0 ? 'ok  ' : 'FAIL'} ${scope}${result.global ? ` (${result.global})` : ''}: ${counts.interfaces} interfaces, ` +
     `${counts.operations} operations, ${counts.attributes} attributes (${counts.extensionMembers} of them extensions), ` +
-    `${counts.mixinAttributes} mixin attributes, ${counts.instances} instances, ${counts.assertions} assertions; ` +
+    `${counts.mixinAttributes} mixin attributes, ${counts.dictionaryArguments} dictionary arguments, ${counts.instances} instances, ${counts.assertions} assertions; ` +
     `graph output ${JSON.stringify(result.output)}`);
 }
 
@@ -157,6 +175,7 @@ try {
   await page.waitForFunction(() => window.idl !== undefined, null, { timeout: 60000 });
   report('Window', await withTimeout(page.evaluate((m) => window.idl.runWindow(m), idl), 120000, 'Window'), { needsMixin: true });
   report('SharedWorker', await withTimeout(page.evaluate((m) => window.idl.runSharedWorker(m), idl), 120000, 'SharedWorker'), { needsMixin: true });
+  report('ServiceWorker', await withTimeout(page.evaluate((m) => window.idl.runServiceWorker(m), idl), 120000, 'ServiceWorker'), { needsMixin: true });
 
   const insecure = await openPage(browser, `http://${INSECURE_HOST}:${server.address().port}/tests/browser/idl.html`, 'idl-insecure');
   await insecure.waitForFunction(() => window.idl !== undefined, null, { timeout: 60000 });

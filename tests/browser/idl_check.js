@@ -58,6 +58,7 @@ function argumentFor(type, data) {
   if (type === 'MLOperandDescriptor') return { dataType: 'float32', shape: [2] };
   if (type === 'MLTensorDescriptor') return { dataType: 'float32', shape: [2], readable: true };
   if (type === 'AllowSharedBufferSource') return new Float32Array(2);
+  if (/\bBlob\b/.test(type)) return new Blob([]);
   if (type === 'MLNamedOperands') return { y: data.operand };
   if (type === 'MLNamedTensors') return {};
   if (type === 'USVString' || type === 'DOMString') return 'w';
@@ -86,6 +87,16 @@ async function expectTypeError(fn, self, args, promise) {
   }
 }
 
+// The members of dictionary `name` in the order WebIDL reads them: the inherited dictionary's
+// first, each dictionary's own (partials included) in code-unit order of their names.
+function dictionaryMembers(model, name) {
+  const dictionary = model.dictionaries.find((d) => d.name === name);
+  if (dictionary === undefined) return undefined;
+  const inherited = dictionary.inheritance ? dictionaryMembers(model, dictionary.inheritance) : [];
+  const own = [...dictionary.members].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return [...inherited, ...own];
+}
+
 function sameDescriptor(actual, expected) {
   return actual !== undefined && Object.entries(expected).every(([k, v]) => actual[k] === v);
 }
@@ -96,7 +107,7 @@ function sameDescriptor(actual, expected) {
  */
 export async function checkInterfaces(model, scopes) {
   const failures = [];
-  const counts = { interfaces: 0, operations: 0, attributes: 0, mixinAttributes: 0, extensionMembers: 0, instances: 0, assertions: 0 };
+  const counts = { interfaces: 0, operations: 0, attributes: 0, mixinAttributes: 0, extensionMembers: 0, dictionaryArguments: 0, instances: 0, assertions: 0 };
   const expect = (ok, what, message) => {
     counts.assertions++;
     if (!ok) failures.push(`${what}: ${message}`);
@@ -123,6 +134,37 @@ export async function checkInterfaces(model, scopes) {
     for (const self of foreignThis(owner)) {
       const problem = await expectTypeError(fn, self, args, op.promise);
       expect(problem === null, what, `on a foreign this (${Object.prototype.toString.call(self)}): ${problem}`);
+    }
+  }
+
+  // Calls `op` on `instance` once per dictionary argument of each overload, that argument a
+  // proxy recording which members are read (required ones get a valid value, the others
+  // undefined): every member must be read exactly once, in WebIDL's order, and nothing else.
+  async function checkDictionaryArguments(instance, op, what) {
+    for (const overload of op.overloads) {
+      for (const [index, type] of overload.entries()) {
+        const members = dictionaryMembers(model, type);
+        if (members === undefined) continue;
+        counts.dictionaryArguments++;
+        const reads = [];
+        const dictionary = new Proxy({}, {
+          get(target, key) {
+            if (typeof key !== 'string') return undefined;
+            reads.push(key);
+            const member = members.find((m) => m.name === key);
+            return member?.required ? argumentFor(member.type, data) : undefined;
+          },
+        });
+        const args = overload.map((t, i) => (i === index ? dictionary : argumentFor(t, data)));
+        try {
+          await instance[op.name](...args);
+        } catch {
+          // Only the reads matter: the made-up arguments may well be invalid.
+        }
+        const expected = members.map((m) => m.name);
+        expect(JSON.stringify(reads) === JSON.stringify(expected), `${what} argument ${index} (${type})`,
+          `read ${describe(reads)}, expected ${describe(expected)}`);
+      }
     }
   }
 
@@ -212,6 +254,9 @@ export async function checkInterfaces(model, scopes) {
     expect(Object.getPrototypeOf(instance) === proto, what, 'an instance\'s [[Prototype]] is not the interface prototype object');
     expect(Object.prototype.toString.call(instance) === `[object ${iface.name}]`, what, `class string ${Object.prototype.toString.call(instance)}`);
     expect(Reflect.ownKeys(instance).length === 0, what, `an instance has own properties: ${Reflect.ownKeys(instance).map(String)}`);
+    for (const op of iface.operations) {
+      if (!op.static) await checkDictionaryArguments(instance, op, `${iface.name}.prototype.${op.name}()`);
+    }
     for (const attribute of iface.attributes) {
       if (attribute.static) continue;
       let value;
