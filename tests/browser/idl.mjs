@@ -70,11 +70,16 @@ function model(sources) {
   const interfaces = new Map();
   const mixins = new Map();
   const dictionaries = new Map();
+  const enums = [];
   const includes = [];
   for (const { ast, extension } of sources) {
     for (const def of ast) {
       if (def.type === 'includes') {
         includes.push({ target: def.target, mixin: def.includes });
+        continue;
+      }
+      if (def.type === 'enum') {
+        enums.push({ name: def.name, values: def.values.map((v) => v.value) });
         continue;
       }
       if (def.type === 'dictionary') {
@@ -126,7 +131,7 @@ function model(sources) {
       }
     }
   }
-  return { interfaces: [...interfaces.values()], mixins: [...mixins.values()], dictionaries: [...dictionaries.values()], includes };
+  return { interfaces: [...interfaces.values()], mixins: [...mixins.values()], dictionaries: [...dictionaries.values()], enums, includes };
 }
 
 let specText;
@@ -165,7 +170,7 @@ function report(scope, result, { needsMixin }) {
   failures.push(...problems.map((p) => `${scope}: ${p}`));
   console.log(`${problems.length === 0 ? 'ok  ' : 'FAIL'} ${scope}${result.global ? ` (${result.global})` : ''}: ${counts.interfaces} interfaces, ` +
     `${counts.operations} operations, ${counts.attributes} attributes (${counts.extensionMembers} of them extensions), ` +
-    `${counts.mixinAttributes} mixin attributes, ${counts.dictionaryArguments} dictionary arguments, ${counts.instances} instances, ${counts.assertions} assertions; ` +
+    `${counts.mixinAttributes} mixin attributes, ${counts.dictionaryArguments} dictionary arguments, ${counts.enumConversions} enum conversions, ${counts.instances} instances, ${counts.assertions} assertions; ` +
     `graph output ${JSON.stringify(result.output)}`);
 }
 

@@ -4,6 +4,7 @@
 // Returns { counts, failures }; nothing here knows the members by name.
 
 const TYPE_ERROR = 'TypeError';
+const NOT_AN_ENUM_VALUE = 'not-an-enum-value';
 
 // Whether `exposed` (an [Exposed] list) covers a global whose names are `scopes`.
 function exposedIn(exposed, scopes) {
@@ -107,12 +108,13 @@ function sameDescriptor(actual, expected) {
  */
 export async function checkInterfaces(model, scopes) {
   const failures = [];
-  const counts = { interfaces: 0, operations: 0, attributes: 0, mixinAttributes: 0, extensionMembers: 0, dictionaryArguments: 0, instances: 0, assertions: 0 };
+  const counts = { interfaces: 0, operations: 0, attributes: 0, mixinAttributes: 0, extensionMembers: 0, dictionaryArguments: 0, enumConversions: 0, instances: 0, assertions: 0 };
   const expect = (ok, what, message) => {
     counts.assertions++;
     if (!ok) failures.push(`${what}: ${message}`);
   };
   const { instances, data } = await makeInstances();
+  const enumValues = (type) => model.enums.find((e) => e.name === type)?.values;
   const instanceList = Object.values(instances);
 
   // An object that implements none of `name`'s interfaces: a plain object and another interface's.
@@ -137,25 +139,45 @@ export async function checkInterfaces(model, scopes) {
     }
   }
 
+  // A proxy of dictionary `members` recording the members read: `bad` gets an invalid enum value,
+  // required ones a valid value, the others undefined.
+  function recordingDictionary(members, reads, bad) {
+    return new Proxy({}, {
+      get(target, key) {
+        if (typeof key !== 'string') return undefined;
+        reads.push(key);
+        if (key === bad) return NOT_AN_ENUM_VALUE;
+        const member = members.find((m) => m.name === key);
+        return member?.required ? argumentFor(member.type, data) : undefined;
+      },
+    });
+  }
+
   // Calls `op` on `instance` once per dictionary argument of each overload, that argument a
-  // proxy recording which members are read (required ones get a valid value, the others
-  // undefined): every member must be read exactly once, in WebIDL's order, and nothing else.
-  async function checkDictionaryArguments(instance, op, what) {
+  // recording proxy: every member must be read exactly once, in WebIDL's order, and nothing
+  // else. Then once per member of an enum type, given an invalid value: the conversion must
+  // fail there with a TypeError, before the next member is read. An enum argument given an
+  // invalid value must fail with a TypeError too.
+  async function checkArgumentConversions(instance, op, what) {
     for (const overload of op.overloads) {
       for (const [index, type] of overload.entries()) {
+        if (enumValues(type) !== undefined) {
+          counts.enumConversions++;
+          // An object whose string is the invalid value shows that the argument was converted;
+          // where overloads differ in this argument, an object would pick another overload.
+          const overloaded = op.overloads.length > 1;
+          let converted = overloaded;
+          const value = overloaded ? NOT_AN_ENUM_VALUE : { toString() { converted = true; return NOT_AN_ENUM_VALUE; } };
+          const args = overload.map((t, i) => (i === index ? value : argumentFor(t, data)));
+          const problem = await expectTypeError(instance[op.name], instance, args, op.promise);
+          expect(problem === null && converted, `${what} argument ${index} (${type})`,
+            `an invalid value: ${problem ?? 'not converted to a string'}`);
+        }
         const members = dictionaryMembers(model, type);
         if (members === undefined) continue;
         counts.dictionaryArguments++;
         const reads = [];
-        const dictionary = new Proxy({}, {
-          get(target, key) {
-            if (typeof key !== 'string') return undefined;
-            reads.push(key);
-            const member = members.find((m) => m.name === key);
-            return member?.required ? argumentFor(member.type, data) : undefined;
-          },
-        });
-        const args = overload.map((t, i) => (i === index ? dictionary : argumentFor(t, data)));
+        const args = overload.map((t, i) => (i === index ? recordingDictionary(members, reads) : argumentFor(t, data)));
         try {
           await instance[op.name](...args);
         } catch {
@@ -164,6 +186,15 @@ export async function checkInterfaces(model, scopes) {
         const expected = members.map((m) => m.name);
         expect(JSON.stringify(reads) === JSON.stringify(expected), `${what} argument ${index} (${type})`,
           `read ${describe(reads)}, expected ${describe(expected)}`);
+        for (const member of members) {
+          if (enumValues(member.type) === undefined) continue;
+          counts.enumConversions++;
+          const badReads = [];
+          const badArgs = overload.map((t, i) => (i === index ? recordingDictionary(members, badReads, member.name) : argumentFor(t, data)));
+          const problem = await expectTypeError(instance[op.name], instance, badArgs, op.promise);
+          expect(problem === null && badReads.at(-1) === member.name, `${what} argument ${index} (${type}.${member.name})`,
+            `an invalid value: ${problem ?? `the conversion went on to read ${describe(badReads.slice(badReads.indexOf(member.name) + 1))}`}`);
+        }
       }
     }
   }
@@ -255,7 +286,7 @@ export async function checkInterfaces(model, scopes) {
     expect(Object.prototype.toString.call(instance) === `[object ${iface.name}]`, what, `class string ${Object.prototype.toString.call(instance)}`);
     expect(Reflect.ownKeys(instance).length === 0, what, `an instance has own properties: ${Reflect.ownKeys(instance).map(String)}`);
     for (const op of iface.operations) {
-      if (!op.static) await checkDictionaryArguments(instance, op, `${iface.name}.prototype.${op.name}()`);
+      if (!op.static) await checkArgumentConversions(instance, op, `${iface.name}.prototype.${op.name}()`);
     }
     for (const attribute of iface.attributes) {
       if (attribute.static) continue;
@@ -265,6 +296,18 @@ export async function checkInterfaces(model, scopes) {
       expect(error === null, `${iface.name}.prototype.${attribute.name}`, `throws on an instance: ${error}`);
       if (attribute.promise) expect(value instanceof Promise, `${iface.name}.prototype.${attribute.name}`, 'not a promise');
       if (attribute.sameObject) expect(instance[attribute.name] === value, `${iface.name}.prototype.${attribute.name}`, '[SameObject], but a new object each time');
+      if (!attribute.readonly && enumValues(attribute.type) !== undefined) {
+        // WebIDL ignores an assignment of a value outside the enum.
+        counts.enumConversions++;
+        let problem = null;
+        try {
+          instance[attribute.name] = NOT_AN_ENUM_VALUE;
+          if (instance[attribute.name] !== value) problem = `the value changed to ${describe(instance[attribute.name])}`;
+        } catch (e) {
+          problem = `threw ${e?.name}`;
+        }
+        expect(problem === null, `${iface.name}.prototype.${attribute.name}`, `assigning an invalid value: ${problem}`);
+      }
     }
   }
 
