@@ -7,6 +7,8 @@
 #   web          wasm-bindgen tests in headless Chromium (tests/web.rs)
 #   conformance  the WPT cases through navigator.ml in headless Chromium
 #   invalid_use  invalid API calls and their exact spec errors
+#   idl          the spec's WebIDL (webidl2) against the installed interfaces, in a page, a
+#                SharedWorker, a ServiceWorker and a non-secure page
 #   robustness   device loss and out of memory, budgets and injected GPU allocation failures
 #                (device_loss.mjs), chained dispatches in flight in a page and a Worker
 #                (concurrency.mjs), 45 s of seeded random API calls (fuzz.mjs)
@@ -99,6 +101,7 @@ stage wasm bash scripts/build-wasm.sh
 stage web web_tests
 stage conformance node tests/browser/conformance.mjs
 stage invalid_use node tests/browser/invalid_use.mjs
+stage idl node tests/browser/idl.mjs
 stage robustness robustness
 stage leaks node tests/browser/leaks.mjs
 stage demo demo
