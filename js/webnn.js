@@ -85,8 +85,9 @@ const CONVERT = {
     return x;
   },
   boolean: (v) => !!v,
-  // MLNumber is (bigint or unrestricted double); a bigint goes to the backend as is, exact.
-  MLNumber: (v) => (typeof v === 'bigint' ? v : +v),
+  // MLNumber is (bigint or unrestricted double): WebIDL's ToNumeric (unary minus applies it),
+  // so an object whose valueOf gives a bigint is a bigint; a bigint reaches the backend exact.
+  MLNumber: (v) => -(-v),
   dataType: (v, what) => toEnum(v, DATA_TYPES, what),
   recurrentNetworkActivation: (v, what) => toEnum(v, ['relu', 'sigmoid', 'tanh'], what),
 };
