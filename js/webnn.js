@@ -307,6 +307,7 @@ class MLContext {
     const d = toOperandDescriptor(descriptor, 'createConstantTensor(): descriptor');
     const bytes = toBytes(inputData, 'createConstantTensor(): inputData');
     if (c.handle.isLost()) throw domException('InvalidStateError', 'createConstantTensor(): the MLContext is lost');
+    c.handle.checkDimensions(d.dataType, d.shape);
     validateBuffer(inputData, bytes, d, 'createConstantTensor(): inputData');
     // A JS-owned copy: it becomes the constant's host copy, outside wasm memory.
     const handle = await c.handle.createConstantTensor(d.dataType, d.shape, bytes.slice());
@@ -938,6 +939,7 @@ class MLGraphBuilder {
       const d = toOperandDescriptor(first, 'constant(): descriptor');
       const bytes = toBytes(second, 'constant(): buffer');
       this.#checkCanBuild(b);
+      slots.get(b.context).handle.checkDimensions(d.dataType, d.shape);
       validateBuffer(second, bytes, d, 'constant(): buffer');
       // A JS-owned copy, kept as the constant's host copy outside wasm memory.
       return this.#operand(b.handle.constant(d.dataType, d.shape, bytes.slice()), d.dataType, d.shape);
