@@ -560,7 +560,7 @@ impl Context {
     /// requested), less [`ALLOCATION_HEADROOM`], in whole 4-byte words.
     pub fn max_tensor_byte_length(&self) -> u64 {
         let limits = &self.inner.limits;
-        let binding = (limits.max_storage_buffer_binding_size as u64).min(limits.max_buffer_size);
+        let binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         binding.saturating_sub(ALLOCATION_HEADROOM) / 4 * 4
     }
 
