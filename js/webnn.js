@@ -100,8 +100,9 @@ const CONVERT = {
     return x;
   },
   boolean: (v) => !!v,
-  // MLNumber is (bigint or unrestricted double); a bigint goes to the backend as is, exact.
-  MLNumber: (v) => (typeof v === 'bigint' ? v : +v),
+  // MLNumber is (bigint or unrestricted double): WebIDL's ToNumeric (unary minus applies it),
+  // so an object whose valueOf gives a bigint is a bigint; a bigint reaches the backend exact.
+  MLNumber: (v) => -(-v),
   dataType: (v, what) => toEnum(v, DATA_TYPES, what),
   recurrentNetworkActivation: (v, what) => toEnum(v, ['relu', 'sigmoid', 'tanh'], what),
 };
@@ -340,6 +341,7 @@ class MLContext {
     const d = toOperandDescriptor(descriptor, 'createConstantTensor(): descriptor');
     const bytes = toBytes(inputData, 'createConstantTensor(): inputData');
     if (c.handle.isLost()) throw domException('InvalidStateError', 'createConstantTensor(): the MLContext is lost');
+    c.handle.checkDimensions(d.dataType, d.shape);
     validateBuffer(inputData, bytes, d, 'createConstantTensor(): inputData');
     // A JS-owned copy: it becomes the constant's host copy, outside wasm memory.
     const handle = await c.handle.createConstantTensor(d.dataType, d.shape, bytes.slice());
@@ -972,6 +974,7 @@ class MLGraphBuilder {
       const d = toOperandDescriptor(first, 'constant(): descriptor');
       const bytes = toBytes(second, 'constant(): buffer');
       this.#checkCanBuild(b);
+      slots.get(b.context).handle.checkDimensions(d.dataType, d.shape);
       validateBuffer(second, bytes, d, 'constant(): buffer');
       // A JS-owned copy, kept as the constant's host copy outside wasm memory.
       return this.#operand(b.handle.constant(d.dataType, d.shape, bytes.slice()), d.dataType, d.shape);

@@ -139,6 +139,11 @@ fn shared_instance() -> wgpu::Instance {
     INSTANCE.with(|i| i.get_or_init(|| wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle())).clone())
 }
 
+/// Room kept below the device's buffer limits for what a backend adds to a buffer's memory
+/// (alignment, over-read padding): SwiftShader cannot allocate a buffer of exactly the
+/// maxBufferSize it advertises, so a tensor of maxTensorByteLength would fail with UnknownError.
+const ALLOCATION_HEADROOM: u64 = 64 * 1024;
+
 /// A handle to a context; clones share it.
 #[derive(Clone)]
 pub struct Context {
@@ -538,21 +543,25 @@ impl Context {
         self.inner.device.destroy();
     }
 
-    /// Fails with a `TypeError` naming the limit when a tensor would not fit one storage binding.
+    /// Fails with a `TypeError` naming the limit when a tensor's byte length is over
+    /// `maxTensorByteLength` (the spec's "check dimensions"). The limit is a multiple of 4, so
+    /// the tensor's buffer, rounded up to whole words, fits too.
     pub fn check_tensor_byte_length(&self, descriptor: &OperandDescriptor) -> Result<()> {
         let max = self.max_tensor_byte_length();
-        let size = buffer_size(descriptor);
+        let size = descriptor.byte_length();
         if size > max {
-            return Err(Error::Type(format!(
-                "{descriptor} needs {size} bytes, more than this adapter's maxStorageBufferBindingSize/maxBufferSize of {max} bytes"
-            )));
+            return Err(Error::Type(format!("{descriptor} has {size} bytes, more than maxTensorByteLength ({max} bytes)")));
         }
         Ok(())
     }
 
-    /// `opSupportLimits().maxTensorByteLength`.
+    /// `opSupportLimits().maxTensorByteLength`: what one buffer bound whole to one storage binding
+    /// can hold (the device's maxBufferSize and maxStorageBufferBindingSize, the adapter's as
+    /// requested), less [`ALLOCATION_HEADROOM`], in whole 4-byte words.
     pub fn max_tensor_byte_length(&self) -> u64 {
-        (self.inner.limits.max_storage_buffer_binding_size as u64).min(self.inner.limits.max_buffer_size)
+        let limits = &self.inner.limits;
+        let binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+        binding.saturating_sub(ALLOCATION_HEADROOM) / 4 * 4
     }
 
     fn check_not_lost(&self) -> Result<()> {
