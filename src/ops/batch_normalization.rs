@@ -193,7 +193,7 @@ const BATCH_NORM: &str = "fn batch_norm(x: f32, mean: f32, variance: f32, epsilo
     let p = two_prod(q, scale, g);
     let s = two_sum(p.x, bias, g);
     let y = s.x + (s.y + (p.y + q_lo * scale));
-    return select(plain, y, abs(y) <= 3.4028235e38);
+    return select(plain, y, abs(y) <= bitcast<f32>(0x7f7fffffu));
 }
 ";
 
