@@ -14,7 +14,8 @@ use webnn_wgpu::Error;
 fn tolerance(data_type: DataType) -> (u64, f64) {
     match data_type {
         DataType::Float16 => (2, 1e-3),
-        _ => (8, 1e-6),
+        // WPT's budget.
+        _ => (6, 1e-6),
     }
 }
 
