@@ -150,8 +150,8 @@ const TAN: &str = "fn tan_f(x: f32) -> f32 {
 }
 ";
 
-/// `log` with IEEE's special values: GPU `log` is undefined at 0 and below (llvmpipe gives about
-/// -88 for `log(0)`), the spec's `log` is IEEE's: -infinity at 0, NaN below.
+/// `log` with IEEE's special values, -infinity at 0 and NaN below: a GPU's `log` is undefined
+/// there (SwiftShader's `log(0)` is finite).
 pub fn log_helper() -> String {
     format!(
         "fn log_f(x: f32) -> f32 {{
