@@ -491,14 +491,14 @@ pub fn tolerance(name: &str, op: &Op, inputs: &[&OperandDescriptor]) -> Toleranc
             | "cos"
             | "tan"
             | "erf"
-            | "exp"
             | "log"
-            | "sqrt"
             | "layerNormalization"
             | "instanceNormalization",
             _,
         ) => Tolerance::Abs(abs),
         ("reciprocal", _) => Tolerance::Ulp(2),
+        ("exp", _) => Tolerance::Ulp(if t == DataType::Float16 { 1 } else { 32 }),
+        ("sqrt", _) => Tolerance::Ulp(1),
         _ => Tolerance::Ulp(0),
     }
 }
