@@ -140,6 +140,45 @@ fn tensors_larger_than_the_device_allows_are_type_errors() {
     cycle(&ctx, 1);
 }
 
+/// Element counts and byte lengths past u64 (eight dimensions of up to 2^32) saturate instead
+/// of overflowing, and every entry point rejects them with a `TypeError`; so do byte lengths
+/// just past 2^32, which a 32-bit `usize` (wasm32) cannot hold.
+#[test]
+fn shapes_whose_sizes_overflow_are_type_errors() {
+    use webnn_wgpu::graph::operand::strides;
+    use webnn_wgpu::runtime::context::check_byte_length;
+    let ctx = context();
+    let huge = OperandDescriptor::new(DataType::Float32, vec![u32::MAX; 8]);
+    assert_eq!(huge.element_count(), u64::MAX);
+    assert_eq!(huge.byte_length(), u64::MAX);
+    assert_eq!(strides(&huge.shape)[0], u64::MAX);
+    assert_eq!(strides(&huge.shape)[6], u32::MAX as u64);
+    // 2^62 elements of 8 bytes: only the byte length overflows.
+    let wide = OperandDescriptor::new(DataType::Int64, vec![1 << 31, 1 << 31]);
+    assert_eq!(wide.element_count(), 1 << 62);
+    assert_eq!(wide.byte_length(), u64::MAX);
+    // 2^30 float32 elements: 2^32 bytes, one more than a 32-bit usize holds.
+    let boundary = OperandDescriptor::new(DataType::Float32, vec![1 << 15, 1 << 15]);
+    assert_eq!(boundary.byte_length(), 1 << 32);
+    let mut b = GraphBuilder::new(&ctx).unwrap();
+    for d in [&huge, &wide, &boundary] {
+        let e = tensor(&ctx, d, true, true).err().expect("an oversized tensor");
+        assert_eq!(e.name(), "TypeError", "{d}: {e}");
+        assert_eq!(b.input("x", d.clone()).unwrap_err().name(), "TypeError", "{d}");
+        assert_eq!(b.constant(d.clone(), &[0; 4]).unwrap_err().name(), "TypeError", "{d}");
+        let e = block_on(ctx.create_constant_tensor(d.clone(), &[0; 4])).err().expect("an oversized constant");
+        assert_eq!(e.name(), "TypeError", "{d}: {e}");
+        // A buffer of the byte length modulo 2^32 is not mistaken for the right size.
+        let truncated = (d.byte_length() as u32) as usize;
+        assert_eq!(check_byte_length(d, truncated).unwrap_err().name(), "TypeError", "{d}");
+    }
+    // A reshape to an overflowing shape is not mistaken for one of the same (wrapped) count.
+    let x = b.input("small", OperandDescriptor::new(DataType::Float32, vec![1])).unwrap();
+    let e = b.operator1(Op::Reshape { new_shape: huge.shape.clone() }, &[x], "").unwrap_err();
+    assert_eq!(e.name(), "TypeError", "{e}");
+    cycle(&ctx, 2);
+}
+
 #[test]
 fn allocation_beyond_a_budget_is_a_quota_error_until_memory_is_freed() {
     let ctx = block_on(Context::new(ContextOptions { memory_budget: Some(4096), ..Default::default() })).unwrap();

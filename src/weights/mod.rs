@@ -118,8 +118,9 @@ pub struct TensorInfo {
 }
 
 impl TensorInfo {
+    /// Saturates, though the readers reject shapes whose count overflows.
     pub fn element_count(&self) -> u64 {
-        self.shape.iter().product()
+        self.shape.iter().fold(1u64, |acc, &d| acc.saturating_mul(d))
     }
 }
 
