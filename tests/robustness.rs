@@ -206,6 +206,35 @@ fn gpu_allocation_failure_is_an_unknown_error() {
     cycle(&ctx, 3);
 }
 
+/// readTensor's staging buffer is created inside an out-of-memory scope: an injected failure
+/// rejects that read with `UnknownError`, the tensor keeps its bytes (the dispatch issued before
+/// the read ran), device bytes are unchanged and the next read returns the result.
+#[test]
+fn out_of_memory_for_a_read_rejects_it_and_the_tensor_keeps_its_bytes() {
+    let ctx = context();
+    let d = OperandDescriptor::new(DataType::Float32, vec![4]);
+    let c = 0.5f32;
+    let graph = small_graph(&ctx, c).unwrap();
+    let x = tensor(&ctx, &d, false, true).unwrap();
+    let y = tensor(&ctx, &d, true, false).unwrap();
+    let xs = [0.0f32, 0.5, -0.5, 1.0];
+    ctx.write_tensor(&x, &f32s(&xs)).unwrap();
+    let device_bytes = ctx.memory_info().device_bytes;
+    ctx.dispatch(&graph, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+    ctx.fail_next_allocations(1);
+    let e = block_on(ctx.read_tensor(&y)).expect_err("the read's staging buffer is out of memory");
+    assert_eq!(e.name(), "UnknownError", "{e}");
+    assert_eq!(ctx.memory_info().device_bytes, device_bytes);
+    let bytes = block_on(ctx.read_tensor(&y)).unwrap();
+    for (k, chunk) in bytes.chunks_exact(4).enumerate() {
+        let got = f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]) as f64;
+        let want = ((xs[k] + c) as f64).exp() * c as f64;
+        assert!((got - want).abs() <= 1e-5 * want.abs().max(1.0), "element {k}: {got} vs {want}");
+    }
+    assert!(ctx.take_uncaptured_error().is_none());
+    cycle(&ctx, 5);
+}
+
 /// A graph of [`sized_graph`] with its tensors, dispatched and checked against the float64
 /// reference `exp(x + c) * c`.
 struct Resident {
@@ -304,8 +333,9 @@ fn out_of_memory_evicts_the_least_recently_used_graph_and_retries() {
 
 /// With nothing left to evict, an out-of-memory error is the spec's error for the call and
 /// changes nothing else: build rejects with OperationError (the spec's build failure),
-/// swapIn with QuotaExceededError, createTensor and createConstantTensor with UnknownError, and a dispatch is not run and its readTensor
-/// rejects with UnknownError. The context keeps working.
+/// swapIn with QuotaExceededError, createTensor and createConstantTensor with UnknownError, a
+/// dispatch is not run and its readTensor rejects with UnknownError, as does a read (its staging
+/// buffer). The context keeps working.
 #[test]
 fn out_of_memory_with_nothing_to_evict_is_a_spec_error_and_the_context_still_works() {
     let ctx = context();
@@ -340,12 +370,15 @@ fn out_of_memory_with_nothing_to_evict_is_a_spec_error_and_the_context_still_wor
     ctx.dispatch(&a.graph, &[("x".into(), a.x.clone())], &[("y".into(), a.y.clone())]).unwrap();
     let e = block_on(ctx.read_tensor(&a.y)).unwrap_err();
     assert_eq!(e.name(), "UnknownError", "{e}");
-    assert_eq!(block_on(ctx.read_tensor(&a.y)).unwrap(), f32s(&[7.0; 4]), "no wrong result");
+    // A read needs a staging buffer: out of memory too.
+    let e = block_on(ctx.read_tensor(&a.y)).unwrap_err();
+    assert_eq!(e.name(), "UnknownError", "{e}");
     assert_eq!(a.graph.residency(), Residency::Host);
     assert_eq!(ctx.memory_info().device_bytes, tensors);
 
     // The GPU has memory again: everything works, the accounting is exact.
     ctx.fail_next_allocations(0);
+    assert_eq!(block_on(ctx.read_tensor(&a.y)).unwrap(), f32s(&[7.0; 4]), "no wrong result");
     a.run(&ctx).unwrap();
     let b = resident(&ctx, 4, 2.0).unwrap();
     b.run(&ctx).unwrap();
