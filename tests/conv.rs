@@ -407,3 +407,27 @@ fn larger_shapes() {
         check_op(&ctx, &Op::ConvTranspose2d(options), &[input, filter], ulp, abs);
     }
 }
+
+/// convTranspose2d with a stride of 2^20 and paddings near 2^31 (a valid 16-wide output): the
+/// kernel's `o + padding - k * dilation` would pass i32 and read no input where output 1 reads
+/// input 2048, so build() rejects it with OperationError rather than compute a wrong result.
+#[test]
+fn conv_transpose2d_beyond_the_kernels_32_bit_indices_is_not_supported() {
+    let ctx = context();
+    let (stride, begin) = (1u32 << 20, i32::MAX as u32);
+    // outputSize = (4096 - 1) * stride + 1 - begin - end = 16.
+    let end = (4095u64 * stride as u64 + 1 - begin as u64 - 16) as u32;
+    let options = ConvTranspose2dOptions {
+        padding: Some(vec![0, 0, begin, end]),
+        strides: Some(vec![1, stride]),
+        ..ConvTranspose2dOptions::default()
+    };
+    let input = OperandDescriptor::new(DataType::Float32, vec![1, 1, 1, 4096]);
+    let filter = OperandDescriptor::new(DataType::Float32, vec![1, 1, 1, 1]);
+    let op = Op::ConvTranspose2d(options);
+    assert_eq!(ops::validate(&op, &[&input, &filter]).unwrap()[0].shape, vec![1, 1, 1, 16]);
+    let x = HostTensor::new(input, (0..4096).map(|v| v as f64).collect()).unwrap();
+    let w = HostTensor::new(filter, vec![1.0]).unwrap();
+    let e = run_op(&ctx, &op, &[x, w], &[false, true]).unwrap_err();
+    assert_eq!(e.name(), "OperationError", "{e}");
+}

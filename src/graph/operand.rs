@@ -217,14 +217,15 @@ impl OperandDescriptor {
         self.shape.len()
     }
 
-    /// The spec's element count (1 for scalars).
+    /// The spec's element count (1 for scalars); `u64::MAX` when it overflows, which
+    /// [`check_dimensions`](Self::check_dimensions) and every byte limit reject.
     pub fn element_count(&self) -> u64 {
-        self.shape.iter().map(|&d| d as u64).product()
+        self.shape.iter().fold(1u64, |acc, &d| acc.saturating_mul(d as u64))
     }
 
-    /// The spec's byte length.
+    /// The spec's byte length; `u64::MAX` when it overflows, as [`element_count`](Self::element_count).
     pub fn byte_length(&self) -> u64 {
-        self.element_count() * self.data_type.byte_size()
+        self.element_count().saturating_mul(self.data_type.byte_size())
     }
 
     /// The spec's "check dimensions": every dimension and the element count are valid
@@ -253,11 +254,12 @@ impl std::fmt::Display for OperandDescriptor {
     }
 }
 
-/// Row-major strides of a shape, in elements.
+/// Row-major strides of a shape, in elements; saturated at `u64::MAX` for shapes whose element
+/// count overflows (which validation rejects).
 pub fn strides(shape: &[u32]) -> Vec<u64> {
     let mut strides = vec![1u64; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1] as u64;
+        strides[i] = strides[i + 1].saturating_mul(shape[i + 1] as u64);
     }
     strides
 }

@@ -486,12 +486,37 @@ fn check_i32(name: &str, values: &[u32]) -> Result<()> {
     Ok(())
 }
 
+/// The kernels compute input rows and columns in i32: conv2d and the pools as `o * stride -
+/// beginPadding + k * dilation`, whose values lie within `-beginPadding` and `input + endPadding
+/// + stride`; convTranspose2d as `o + beginPadding - k * dilation` (then divided by the stride),
+/// within `-(filter - 1) * dilation` and `output + beginPadding`. Past i32 a value would wrap
+/// and read the wrong input, or skip one that exists, so such an axis is not supported.
+pub(crate) fn check_index_range(name: &str, axis: usize, low: u64, high: u64) -> Result<()> {
+    if low > i32::MAX as u64 || high > i32::MAX as u64 {
+        let axis = ["height", "width"][axis.min(1)];
+        return Err(Error::NotSupported(format!(
+            "{name}: the {axis}'s sizes, padding, stride and dilation reach input positions from -{low} to {high}, beyond the kernel's 32-bit signed indices"
+        )));
+    }
+    Ok(())
+}
+
 /// One invocation per output element: the sum over its group's input channels and the filter
 /// window, accumulated in f32 (float16 is widened on load and rounded once on store).
 fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext, epilogue: Option<&Epilogue>) -> Result<Lowering> {
     check_i32("padding", &g.padding)?;
     check_i32("strides", &g.strides)?;
     check_i32("dilations", &g.dilations)?;
+    for axis in 0..2 {
+        let (begin, end) = (g.padding[2 * axis] as u64, g.padding[2 * axis + 1] as u64);
+        let (low, high) = if g.transpose {
+            let window = (g.filter_size[axis] as u64).saturating_sub(1) * g.dilations[axis] as u64;
+            (window, g.output_size[axis] as u64 + begin)
+        } else {
+            (begin, g.input_size[axis] as u64 + end + g.strides[axis] as u64)
+        };
+        check_index_range(if g.transpose { "convTranspose2d" } else { "conv2d" }, axis, low, high)?;
+    }
     let [osn, osc, osh, osw] = g.output_strides;
     let [isn, isc, ish, isw] = g.input_strides;
     let [fs0, fs1, fsh, fsw] = g.filter_strides;

@@ -139,11 +139,13 @@ try {
     check('createTensor() with the GPU out of memory rejects with UnknownError', tensor === 'UnknownError', tensor);
     oom.writeTensor(oy, new Float32Array([7, 7, 7, 7]));
     const read = await outcome(() => compute(ob));
+    const staging = await outcome(() => oom.readTensor(oy));
+    check('readTensor() with the GPU out of memory (its staging buffer) rejects with UnknownError', staging === 'UnknownError', staging);
+    testing.failNextAllocations(oom, 0);
     const kept = Array.from(new Float32Array(await oom.readTensor(oy))).join();
     check('a dispatch that cannot swap in is not run: its read rejects with UnknownError, the output keeps its bytes',
       read === 'UnknownError' && kept === '7,7,7,7', `${read} ${kept}`);
     check('deviceBytes is exact after the failures', exact([oa, ob, oc]), oom.memoryInfo().deviceBytes);
-    testing.failNextAllocations(oom, 0);
     const recovered = [await compute(oa), await compute(ob), await compute(oc)].join(' ');
     check('with memory again every graph computes', recovered === '2,3,4,5 11,21,31,41 101,201,301,401', recovered);
     check('deviceBytes is exact at the end', exact([oa, ob, oc]), oom.memoryInfo().deviceBytes);
