@@ -47,7 +47,7 @@ try {
     lines = [];
     let r;
     try {
-      r = await withTimeout(page.evaluate((n) => window.clients.runModel(n), name), 60000, name);
+      r = await withTimeout(page.evaluate((n) => window.clients.runModel(n), name), 150000, name);
     } catch (e) {
       check(false, `${name}: ${e.message}`);
       // A run left pending would block the next session's run: a fresh page for the next model.
