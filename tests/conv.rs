@@ -441,9 +441,10 @@ fn pointwise_conv2d_matches_reference() {
     }
 }
 
-/// The pointwise kernel has no filter-window loops or bounds checks; a 3x3 filter keeps them.
+/// The pointwise kernel has no filter-window loops or bounds checks; a 3x3 filter keeps them,
+/// outside the channel loop (bounds checked once per filter tap, not per channel).
 #[test]
-fn pointwise_conv2d_skips_the_window_loops() {
+fn conv2d_kernel_loops() {
     use webnn_wgpu::ops::wgsl::DeviceTraits;
     use webnn_wgpu::ops::{LowerContext, Lowering};
     let source = |k: u32| {
@@ -457,5 +458,7 @@ fn pointwise_conv2d_skips_the_window_loops() {
         }
     };
     assert!(!source(1).contains("for (var kh"), "1x1: no window loop");
-    assert!(source(3).contains("for (var kh"), "3x3: the window loop");
+    let general = source(3);
+    let (window, channels) = (general.find("for (var kh").unwrap(), general.find("for (var ic").unwrap());
+    assert!(window < channels, "3x3: the channel loop inside the window loops");
 }

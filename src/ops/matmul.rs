@@ -392,8 +392,8 @@ impl Product<'_> {
         if m <= GEMV_ROWS && along_k {
             return self.dot_for(Regs { wx: CPU_GEMV_THREADS, wy: 1, tm: m, tn: 4 });
         }
-        // On a CPU adapter the register kernel (ragged blocks masked) instead: the direct
-        // kernel's workgroup barrier is what a CPU pays most for (SwiftShader, 10x120x6625: 40x).
+        // On a CPU adapter the register kernel (ragged blocks masked) instead: a CPU runs the
+        // direct kernel's workgroups of 256 invocations meeting at a barrier slowest of all.
         // A forced tile shape stands for a GPU (tests of the GPU path).
         let gpu = !self.device.cpu || shape_override("WEBNN_WGPU_MATMUL_TILES").is_some();
         if (m < DIRECT_BELOW || n < DIRECT_BELOW) && gpu {
