@@ -473,8 +473,9 @@ setInterfaceName(MLWeightFile, 'MLWeightFile');
 // the next macrotask: the next tensor of a file usually starts where the last one ended, and
 // continuing the stream saves restarting it (a parked stream per lane: tensors asked for together
 // stream side by side, see src/weights/lanes.rs). Sync handles close with their reader (they lock
-// the file), and a read costs no more on a fresh one. readerStats counts how ranges were read.
-export const readerStats = { syncHandles: 0, streams: 0, continued: 0 };
+// the file), and a read costs no more on a fresh one. readerStats counts how ranges were read,
+// and the readers open at once (`open`, the most since a test last reset it: `maxOpen`).
+export const readerStats = { syncHandles: 0, streams: 0, continued: 0, open: 0, maxOpen: 0 };
 const stagingPool = [];
 const STAGING_POOL_SIZE = 4;
 const PARKED_STREAMS = 4;
@@ -503,6 +504,8 @@ export class BlobRangeReader {
     this.pending = null;
     const i = stagingPool.findIndex((b) => b.byteLength >= stagingBytes);
     this.staging = i >= 0 ? stagingPool.splice(i, 1)[0] : new ArrayBuffer(stagingBytes);
+    readerStats.open++;
+    readerStats.maxOpen = Math.max(readerStats.maxOpen, readerStats.open);
   }
 
   async open() {
@@ -605,6 +608,7 @@ export class BlobRangeReader {
   }
 
   close() {
+    if (!this.closed) readerStats.open--;
     this.closed = true;
     if (this.access) this.access.close();
     this.access = null;
