@@ -47,13 +47,37 @@ function toDictionary(value, what) {
   return value;
 }
 
-function toString(value) {
-  const s = `${value}`;
+// WebIDL's ToString of a Symbol, and ToNumber of a Symbol or a BigInt, throw a TypeError (also
+// when an object converts to one, e.g. an array holding a Symbol): thrown here, naming the
+// argument, rather than by the engine.
+function convertPrimitive(value, what, kind, convert) {
+  try {
+    return convert(value);
+  } catch (e) {
+    if (e instanceof TypeError) throw new TypeError(`${what} cannot be converted to a ${kind}: ${e.message}`);
+    throw e;
+  }
+}
+
+function primitiveString(value, what) {
+  if (typeof value === 'symbol') throw new TypeError(`${what} is a Symbol, which is not a string`);
+  return convertPrimitive(value, what, 'string', (v) => `${v}`);
+}
+
+function toNumber(value, what) {
+  if (typeof value === 'symbol' || typeof value === 'bigint') {
+    throw new TypeError(`${what} is a ${typeof value === 'symbol' ? 'Symbol' : 'BigInt'}, which is not a number`);
+  }
+  return convertPrimitive(value, what, 'number', (v) => +v);
+}
+
+function toString(value, what) {
+  const s = primitiveString(value, what);
   return typeof s.toWellFormed === 'function' ? s.toWellFormed() : s;
 }
 
 function toEnum(value, values, what) {
-  const s = `${value}`;
+  const s = primitiveString(value, what);
   if (!values.includes(s)) {
     throw new TypeError(`${what}: '${s}' is not one of ${values.map((v) => `'${v}'`).join(', ')}`);
   }
@@ -61,7 +85,7 @@ function toEnum(value, values, what) {
 }
 
 function toFiniteNumber(value, what) {
-  const x = +value;
+  const x = toNumber(value, what);
   if (!Number.isFinite(x)) throw new TypeError(`${what} must be a finite number`);
   return x;
 }
@@ -77,7 +101,7 @@ const CONVERT = {
   ulong: (v, what) => enforceRange(v, 0, 0xffffffff, what),
   long: (v, what) => enforceRange(v, -0x80000000, 0x7fffffff, what),
   // unsigned long without [EnforceRange]: ECMAScript ToUint32.
-  uint: (v) => +v >>> 0,
+  uint: (v, what) => toNumber(v, what) >>> 0,
   double: toFiniteNumber,
   float: (v, what) => {
     const x = Math.fround(toFiniteNumber(v, what));
@@ -86,7 +110,7 @@ const CONVERT = {
   },
   boolean: (v) => !!v,
   // MLNumber is (bigint or unrestricted double); a bigint goes to the backend as is, exact.
-  MLNumber: (v) => (typeof v === 'bigint' ? v : +v),
+  MLNumber: (v, what) => (typeof v === 'bigint' ? v : toNumber(v, what)),
   dataType: (v, what) => toEnum(v, DATA_TYPES, what),
   recurrentNetworkActivation: (v, what) => toEnum(v, ['relu', 'sigmoid', 'tanh'], what),
 };
@@ -109,7 +133,7 @@ function toRecord(value, what, convert) {
     if (typeof key !== 'string') continue;
     const descriptor = Reflect.getOwnPropertyDescriptor(value, key);
     if (descriptor === undefined || !descriptor.enumerable) continue;
-    entries.push([toString(key), convert(value[key], `${what}['${key}']`)]);
+    entries.push([toString(key, `${what} key`), convert(value[key], `${what}['${key}']`)]);
   }
   return entries;
 }
@@ -449,7 +473,7 @@ class MLWeightFile {
   async constantTensor(name, options) {
     const w = slotOf(this, 'MLWeightFile', 'this');
     if (arguments.length < 1) throw new TypeError('constantTensor() needs a tensor name');
-    const n = toString(name);
+    const n = toString(name, 'constantTensor(): name');
     const o = toDictionary(options, 'constantTensor(): options');
     const wait = o.wait === undefined ? true : Boolean(o.wait);
     const handle = await w.handle.constantTensor(n, w.onProgress, wait);
@@ -918,7 +942,7 @@ class MLGraphBuilder {
   input(name, descriptor) {
     const b = slotOf(this, 'MLGraphBuilder', 'this');
     if (arguments.length < 2) throw new TypeError('input() needs 2 arguments');
-    const n = toString(name);
+    const n = toString(name, 'input(): name');
     const d = toOperandDescriptor(descriptor, 'input(): descriptor');
     return this.#operand(b.handle.input(n, d.dataType, d.shape), d.dataType, d.shape);
   }
@@ -947,7 +971,7 @@ class MLGraphBuilder {
     }
     // constant(dataType, value)
     const dataType = toEnum(first, DATA_TYPES, 'constant(): dataType');
-    const number = CONVERT.MLNumber(second);
+    const number = CONVERT.MLNumber(second, 'constant(): value');
     return this.#operand(b.handle.constantScalar(dataType, number), dataType, []);
   }
 
@@ -988,7 +1012,7 @@ class MLGraphBuilder {
       else params[argName] = converter(kind)(args[i], what);
     });
     const options = toDictionary(args[required], `${name}(): options`);
-    params.label = options.label === undefined ? '' : toString(options.label);
+    params.label = options.label === undefined ? '' : toString(options.label, 'options.label');
     for (const [key, [kind, fallback]] of Object.entries(spec.options ?? {})) {
       const what = `${name}(): options.${key}`;
       const v = options[key];
