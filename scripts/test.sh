@@ -4,7 +4,8 @@
 #   native       cargo test --no-fail-fast: every native test, the WPT conformance cases on Vulkan
 #                and the native MoE model (tests/moe.rs) included
 #   wasm         scripts/build-wasm.sh: the wasm32 build and wasm-bindgen's pkg/
-#   web          wasm-bindgen tests in headless Chromium (tests/web.rs)
+#   web          wasm-pack test --headless --chrome: wasm-bindgen tests in headless Chromium
+#                (tests/web.rs)
 #   conformance  the WPT cases through navigator.ml in headless Chromium
 #   invalid_use  invalid API calls and their exact spec errors
 #   robustness   device loss and out of memory, budgets and injected GPU allocation failures
@@ -85,10 +86,11 @@ stage() {
   echo "=== stage $name: $([ "$rc" -eq 0 ] && echo ok || echo "FAILED (exit $rc)") in ${dt}s"
 }
 
+# No downloads: chromedriver is the system's, and --mode no-install makes wasm-pack use the
+# wasm-bindgen-test-runner that setup.sh installed (beside wasm-bindgen on PATH, at Cargo.lock's
+# version) or fail. Browser flags: webdriver.json.
 web_tests() {
-  CHROMEDRIVER=/usr/bin/chromedriver \
-    CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
-    cargo test --target wasm32-unknown-unknown --test web
+  wasm-pack test --headless --chrome --chromedriver /usr/bin/chromedriver --mode no-install -- --test web
 }
 
 robustness() {
@@ -96,7 +98,7 @@ robustness() {
 }
 
 real_weights() {
-  bash tools/fetch_test_models.sh && WEBNN_REAL_WEIGHTS=required cargo test --test weights_real -- --nocapture
+  bash tools/fetch_test_models.sh && cargo test --test weights_real -- --include-ignored --nocapture
 }
 
 demo() {

@@ -1,6 +1,7 @@
 //! The WPT-derived conformance cases run natively (llvmpipe or a GPU) through the core API.
 //! Set `WPT_FILES=add.json,relu.json` to run a subset. The same cases run in headless Chromium
 //! through the JavaScript API in `tests/browser/`.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 
