@@ -62,13 +62,37 @@ function readMembers(value, what, members) {
   return values;
 }
 
-function toString(value) {
-  const s = `${value}`;
+// WebIDL's ToString of a Symbol, and ToNumber of a Symbol or a BigInt, throw a TypeError (also
+// when an object converts to one, e.g. an array holding a Symbol): thrown here, naming the
+// argument, rather than by the engine.
+function convertPrimitive(value, what, kind, convert) {
+  try {
+    return convert(value);
+  } catch (e) {
+    if (e instanceof TypeError) throw new TypeError(`${what} cannot be converted to a ${kind}: ${e.message}`);
+    throw e;
+  }
+}
+
+function primitiveString(value, what) {
+  if (typeof value === 'symbol') throw new TypeError(`${what} is a Symbol, which is not a string`);
+  return convertPrimitive(value, what, 'string', (v) => `${v}`);
+}
+
+function toNumber(value, what) {
+  if (typeof value === 'symbol' || typeof value === 'bigint') {
+    throw new TypeError(`${what} is a ${typeof value === 'symbol' ? 'Symbol' : 'BigInt'}, which is not a number`);
+  }
+  return convertPrimitive(value, what, 'number', (v) => +v);
+}
+
+function toString(value, what) {
+  const s = primitiveString(value, what);
   return typeof s.toWellFormed === 'function' ? s.toWellFormed() : s;
 }
 
 function toEnum(value, values, what) {
-  const s = `${value}`;
+  const s = primitiveString(value, what);
   if (!values.includes(s)) {
     throw new TypeError(`${what}: '${s}' is not one of ${values.map((v) => `'${v}'`).join(', ')}`);
   }
@@ -76,7 +100,7 @@ function toEnum(value, values, what) {
 }
 
 function toFiniteNumber(value, what) {
-  const x = +value;
+  const x = toNumber(value, what);
   if (!Number.isFinite(x)) throw new TypeError(`${what} must be a finite number`);
   return x;
 }
@@ -92,7 +116,7 @@ const CONVERT = {
   ulong: (v, what) => enforceRange(v, 0, 0xffffffff, what),
   long: (v, what) => enforceRange(v, -0x80000000, 0x7fffffff, what),
   // unsigned long without [EnforceRange]: ECMAScript ToUint32.
-  uint: (v) => +v >>> 0,
+  uint: (v, what) => toNumber(v, what) >>> 0,
   double: toFiniteNumber,
   float: (v, what) => {
     const x = Math.fround(toFiniteNumber(v, what));
@@ -102,7 +126,11 @@ const CONVERT = {
   boolean: (v) => !!v,
   // MLNumber is (bigint or unrestricted double): WebIDL's ToNumeric (unary minus applies it),
   // so an object whose valueOf gives a bigint is a bigint; a bigint reaches the backend exact.
-  MLNumber: (v) => -(-v),
+  // A Symbol (or an object converting to one) is our TypeError, naming the argument.
+  MLNumber: (v, what) => {
+    if (typeof v === 'symbol') throw new TypeError(`${what} is a Symbol, which is not a number`);
+    return convertPrimitive(v, what, 'number', (x) => -(-x));
+  },
   dataType: (v, what) => toEnum(v, DATA_TYPES, what),
   recurrentNetworkActivation: (v, what) => toEnum(v, ['relu', 'sigmoid', 'tanh'], what),
 };
@@ -125,7 +153,7 @@ function toRecord(value, what, convert) {
     if (typeof key !== 'string') continue;
     const descriptor = Reflect.getOwnPropertyDescriptor(value, key);
     if (descriptor === undefined || !descriptor.enumerable) continue;
-    entries.push([toString(key), convert(value[key], `${what}['${key}']`)]);
+    entries.push([toString(key, `${what} key`), convert(value[key], `${what}['${key}']`)]);
   }
   return entries;
 }
@@ -488,7 +516,7 @@ class MLWeightFile {
   async constantTensor(name, options = {}) {
     const w = slotOf(this, 'MLWeightFile', 'this');
     if (arguments.length < 1) throw new TypeError('constantTensor() needs a tensor name');
-    const n = toString(name);
+    const n = toString(name, 'constantTensor(): name');
     const { wait } = readMembers(options, 'constantTensor(): options', { wait: [CONVERT.boolean, true] });
     const handle = await w.handle.constantTensor(n, w.onProgress, wait);
     const info = w.tensors.find((t) => t.name === n);
@@ -511,8 +539,9 @@ defineInterface(MLWeightFile, 'MLWeightFile');
 // the next macrotask: the next tensor of a file usually starts where the last one ended, and
 // continuing the stream saves restarting it (a parked stream per lane: tensors asked for together
 // stream side by side, see src/weights/lanes.rs). Sync handles close with their reader (they lock
-// the file), and a read costs no more on a fresh one. readerStats counts how ranges were read.
-export const readerStats = { syncHandles: 0, streams: 0, continued: 0 };
+// the file), and a read costs no more on a fresh one. readerStats counts how ranges were read,
+// and the readers open at once (`open`, the most since a test last reset it: `maxOpen`).
+export const readerStats = { syncHandles: 0, streams: 0, continued: 0, open: 0, maxOpen: 0 };
 const stagingPool = [];
 const STAGING_POOL_SIZE = 4;
 const PARKED_STREAMS = 4;
@@ -541,6 +570,8 @@ export class BlobRangeReader {
     this.pending = null;
     const i = stagingPool.findIndex((b) => b.byteLength >= stagingBytes);
     this.staging = i >= 0 ? stagingPool.splice(i, 1)[0] : new ArrayBuffer(stagingBytes);
+    readerStats.open++;
+    readerStats.maxOpen = Math.max(readerStats.maxOpen, readerStats.open);
   }
 
   async open() {
@@ -643,6 +674,7 @@ export class BlobRangeReader {
   }
 
   close() {
+    if (!this.closed) readerStats.open--;
     this.closed = true;
     if (this.access) this.access.close();
     this.access = null;
@@ -951,7 +983,7 @@ class MLGraphBuilder {
   input(name, descriptor) {
     const b = slotOf(this, 'MLGraphBuilder', 'this');
     if (arguments.length < 2) throw new TypeError('input() needs 2 arguments');
-    const n = toString(name);
+    const n = toString(name, 'input(): name');
     const d = toOperandDescriptor(descriptor, 'input(): descriptor');
     return this.#operand(b.handle.input(n, d.dataType, d.shape), d.dataType, d.shape);
   }
@@ -981,7 +1013,7 @@ class MLGraphBuilder {
     }
     // constant(dataType, value)
     const dataType = toEnum(first, DATA_TYPES, 'constant(): dataType');
-    const number = CONVERT.MLNumber(second);
+    const number = CONVERT.MLNumber(second, 'constant(): value');
     return this.#operand(b.handle.constantScalar(dataType, number), dataType, []);
   }
 

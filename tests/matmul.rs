@@ -1,6 +1,7 @@
 //! Differential tests of matmul and gemm against the float64 reference: both kernels (direct for
 //! small M or N, tiled otherwise), sizes that are not tile multiples, broadcast batch dimensions,
 //! gemm's transposes and `c` broadcasts, float16, and the spec's validation errors.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 #[path = "common/product.rs"]

@@ -6,6 +6,7 @@
 //! `LEAK_CYCLES` sets the graph/tensor cycles (default 10,000, about 10 s on llvmpipe) and
 //! `LEAK_CONTEXT_CYCLES` the context cycles (default 50: a Vulkan device on llvmpipe takes about
 //! 90 ms to create).
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 

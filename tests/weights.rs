@@ -1,5 +1,6 @@
 //! The weight loader: safetensors and GGUF headers, streaming to the GPU with type conversion,
 //! bounded host memory, and bad files that must fail with messages naming file, tensor, problem.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 

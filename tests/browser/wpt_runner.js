@@ -1,8 +1,9 @@
 // Runs the WPT-derived conformance cases (tests/conformance/wpt/*.json) through the standard
 // WebNN JavaScript API (navigator.ml) inside the page. Mirrors the native runner
 // tests/common/wpt.rs: same data, same per-operator tolerances, same skip rule (operand data
-// types or ranks that opSupportLimits() does not list). An operator the builder lacks, or one
-// that throws NotSupportedError, is reported as "unsupported", never as a pass.
+// types or ranks that opSupportLimits() does not list, tensors over its maxTensorByteLength).
+// An operator the builder lacks, or one that throws NotSupportedError, is reported as
+// "unsupported", never as a pass.
 
 const files = new Map();
 let context = null;
@@ -227,6 +228,12 @@ async function run(testCase, created) {
     const l = limits[where];
     if (l?.dataTypes && !l.dataTypes.includes(input.descriptor.dataType)) {
       return { status: 'skip', message: `${where} ${id}: ${input.descriptor.dataType} is not in opSupportLimits()` };
+    }
+  }
+  for (const [id, v] of [...Object.entries(graph.inputs), ...Object.entries(graph.expectedOutputs)]) {
+    const bytes = elementCount(v.descriptor.shape) * ARRAY[v.descriptor.dataType].BYTES_PER_ELEMENT;
+    if (bytes > limits.maxTensorByteLength) {
+      return { status: 'skip', message: `${id}: ${bytes} bytes, over opSupportLimits().maxTensorByteLength ${limits.maxTensorByteLength}` };
     }
   }
   const builder = new MLGraphBuilder(ctx);
