@@ -2,6 +2,8 @@
 //! while the reader's allocations stay bounded. A counting global allocator measures the peak
 //! bytes live during `WeightFile::open` (per thread, so parallel tests do not mix).
 
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
+
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
