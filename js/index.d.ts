@@ -20,9 +20,10 @@ export type InitInput =
   | Promise<RequestInfo | URL | Response | BufferSource | WebAssembly.Module>;
 
 /**
- * Defines navigator.ml and the WebNN interfaces on globalThis (a Window or a dedicated Worker).
- * Synchronous: the wasm module is fetched and compiled on the first createContext(), or earlier
- * with init(). A browser's own WebNN is left alone unless `force` is true. Returns whether the
+ * Defines navigator.ml and the WebNN interfaces on globalThis (a Window or a dedicated, shared or
+ * service Worker). Synchronous: the wasm module is fetched and compiled on the first
+ * createContext(), or earlier with init(). A browser's own WebNN is left alone unless `force` is
+ * true; outside a secure context nothing is defined ([SecureContext]). Returns whether the
  * polyfill was installed.
  */
 export function install(options?: InstallOptions): boolean;

@@ -25,9 +25,9 @@ export function init(moduleOrPath) {
 }
 
 /**
- * Defines `navigator.ml` and the WebNN interfaces on globalThis (Window or dedicated Worker).
- * A native WebNN implementation is left alone unless `force` is true. Returns whether the
- * polyfill was installed.
+ * Defines `navigator.ml` and the WebNN interfaces on globalThis (a Window or a dedicated, shared
+ * or service Worker), in a secure context only. A native WebNN implementation is left alone
+ * unless `force` is true. Returns whether the polyfill was installed.
  */
 export function install({ force = false } = {}) {
   return installInterfaces({ force, loader: () => init() });

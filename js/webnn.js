@@ -47,13 +47,52 @@ function toDictionary(value, what) {
   return value;
 }
 
-function toString(value) {
-  const s = `${value}`;
+// A dictionary's members as WebIDL converts them: each read once, in code-unit order of the
+// names (an inherited dictionary's members come first: callers read those before), and
+// converted as it is read. `members` maps a name to [convert, default]; an undefined member
+// gets the default.
+function readMembers(value, what, members) {
+  const dictionary = toDictionary(value, what);
+  const values = {};
+  for (const key of Object.keys(members).sort()) {
+    const [convert, fallback] = members[key];
+    const v = dictionary[key];
+    values[key] = v === undefined ? fallback : convert(v, `${what}.${key}`);
+  }
+  return values;
+}
+
+// WebIDL's ToString of a Symbol, and ToNumber of a Symbol or a BigInt, throw a TypeError (also
+// when an object converts to one, e.g. an array holding a Symbol): thrown here, naming the
+// argument, rather than by the engine.
+function convertPrimitive(value, what, kind, convert) {
+  try {
+    return convert(value);
+  } catch (e) {
+    if (e instanceof TypeError) throw new TypeError(`${what} cannot be converted to a ${kind}: ${e.message}`);
+    throw e;
+  }
+}
+
+function primitiveString(value, what) {
+  if (typeof value === 'symbol') throw new TypeError(`${what} is a Symbol, which is not a string`);
+  return convertPrimitive(value, what, 'string', (v) => `${v}`);
+}
+
+function toNumber(value, what) {
+  if (typeof value === 'symbol' || typeof value === 'bigint') {
+    throw new TypeError(`${what} is a ${typeof value === 'symbol' ? 'Symbol' : 'BigInt'}, which is not a number`);
+  }
+  return convertPrimitive(value, what, 'number', (v) => +v);
+}
+
+function toString(value, what) {
+  const s = primitiveString(value, what);
   return typeof s.toWellFormed === 'function' ? s.toWellFormed() : s;
 }
 
 function toEnum(value, values, what) {
-  const s = `${value}`;
+  const s = primitiveString(value, what);
   if (!values.includes(s)) {
     throw new TypeError(`${what}: '${s}' is not one of ${values.map((v) => `'${v}'`).join(', ')}`);
   }
@@ -61,7 +100,7 @@ function toEnum(value, values, what) {
 }
 
 function toFiniteNumber(value, what) {
-  const x = +value;
+  const x = toNumber(value, what);
   if (!Number.isFinite(x)) throw new TypeError(`${what} must be a finite number`);
   return x;
 }
@@ -77,7 +116,7 @@ const CONVERT = {
   ulong: (v, what) => enforceRange(v, 0, 0xffffffff, what),
   long: (v, what) => enforceRange(v, -0x80000000, 0x7fffffff, what),
   // unsigned long without [EnforceRange]: ECMAScript ToUint32.
-  uint: (v) => +v >>> 0,
+  uint: (v, what) => toNumber(v, what) >>> 0,
   double: toFiniteNumber,
   float: (v, what) => {
     const x = Math.fround(toFiniteNumber(v, what));
@@ -85,8 +124,13 @@ const CONVERT = {
     return x;
   },
   boolean: (v) => !!v,
-  // MLNumber is (bigint or unrestricted double); a bigint goes to the backend as is, exact.
-  MLNumber: (v) => (typeof v === 'bigint' ? v : +v),
+  // MLNumber is (bigint or unrestricted double): WebIDL's ToNumeric (unary minus applies it),
+  // so an object whose valueOf gives a bigint is a bigint; a bigint reaches the backend exact.
+  // A Symbol (or an object converting to one) is our TypeError, naming the argument.
+  MLNumber: (v, what) => {
+    if (typeof v === 'symbol') throw new TypeError(`${what} is a Symbol, which is not a number`);
+    return convertPrimitive(v, what, 'number', (x) => -(-x));
+  },
   dataType: (v, what) => toEnum(v, DATA_TYPES, what),
   recurrentNetworkActivation: (v, what) => toEnum(v, ['relu', 'sigmoid', 'tanh'], what),
 };
@@ -109,7 +153,7 @@ function toRecord(value, what, convert) {
     if (typeof key !== 'string') continue;
     const descriptor = Reflect.getOwnPropertyDescriptor(value, key);
     if (descriptor === undefined || !descriptor.enumerable) continue;
-    entries.push([toString(key), convert(value[key], `${what}['${key}']`)]);
+    entries.push([toString(key, `${what} key`), convert(value[key], `${what}['${key}']`)]);
   }
   return entries;
 }
@@ -130,20 +174,24 @@ function converter(kind) {
   return CONVERT[kind];
 }
 
+function required(dictionary, key, what) {
+  const v = dictionary[key];
+  if (v === undefined) throw new TypeError(`${what}.${key} is required`);
+  return v;
+}
+
 function toOperandDescriptor(value, what) {
   const d = toDictionary(value, what);
-  // Members in lexicographic order, as WebIDL converts them.
-  if (d.dataType === undefined) throw new TypeError(`${what}.dataType is required`);
-  const dataType = toEnum(d.dataType, DATA_TYPES, `${what}.dataType`);
-  if (d.shape === undefined) throw new TypeError(`${what}.shape is required`);
-  const shape = toSequence(d.shape, `${what}.shape`, CONVERT.ulong);
+  const dataType = toEnum(required(d, 'dataType', what), DATA_TYPES, `${what}.dataType`);
+  const shape = toSequence(required(d, 'shape', what), `${what}.shape`, CONVERT.ulong);
   return { dataType, shape };
 }
 
 function toTensorDescriptor(value, what) {
   const d = toDictionary(value, what);
   const { dataType, shape } = toOperandDescriptor(d, what);
-  return { dataType, shape, readable: !!d.readable, writable: !!d.writable };
+  const { readable, writable } = readMembers(d, what, { readable: [CONVERT.boolean, false], writable: [CONVERT.boolean, false] });
+  return { dataType, shape, readable, writable };
 }
 
 const arrayBufferByteLength = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'byteLength').get;
@@ -202,8 +250,22 @@ function getBackend() {
   return backendPromise;
 }
 
-function setInterfaceName(cls, name) {
-  Object.defineProperty(cls.prototype, Symbol.toStringTag, { value: name, configurable: true });
+// What WebIDL's bindings make of an interface (class syntax differs): operations and attributes
+// are enumerable, an operation's length is its shortest overload's count of required arguments
+// (`lengths` for those where the JS parameter list says otherwise), the interface object's length
+// is its constructor's (0 without one) and its name and Symbol.toStringTag are the interface's
+// name, explicitly, since minifiers rename classes.
+function defineInterface(cls, name, { length = 0, lengths = {} } = {}) {
+  const proto = cls.prototype;
+  for (const key of Object.getOwnPropertyNames(proto)) {
+    if (key === 'constructor') continue;
+    const descriptor = Object.getOwnPropertyDescriptor(proto, key);
+    Object.defineProperty(proto, key, { ...descriptor, enumerable: true });
+    if (Object.hasOwn(lengths, key)) Object.defineProperty(descriptor.value, 'length', { value: lengths[key] });
+  }
+  Object.defineProperty(cls, 'length', { value: length });
+  Object.defineProperty(cls, 'name', { value: name });
+  Object.defineProperty(proto, Symbol.toStringTag, { value: name, configurable: true });
 }
 
 // ---- ML ----
@@ -214,28 +276,24 @@ class ML {
     slots.set(this, { kind: 'ML' });
   }
 
-  async createContext(options) {
+  async createContext(options = {}) {
     slotOf(this, 'ML', 'this');
     if (typeof GPUDevice === 'function' && options instanceof GPUDevice) {
       throw domException('NotSupportedError', 'createContext(gpuDevice) is not supported: wgpu cannot use a GPUDevice it did not create');
     }
-    const o = toDictionary(options, 'createContext(): options');
-    const accelerated = o.accelerated === undefined ? true : !!o.accelerated;
-    const memoryBudget = o.memoryBudget === undefined
-      ? undefined
-      : enforceRange(o.memoryBudget, 0, Number.MAX_SAFE_INTEGER, 'createContext(): options.memoryBudget');
-    const hostMemoryBudget = o.hostMemoryBudget === undefined
-      ? undefined
-      : enforceRange(o.hostMemoryBudget, 0, Number.MAX_SAFE_INTEGER, 'createContext(): options.hostMemoryBudget');
-    const powerPreference = o.powerPreference === undefined
-      ? 'default'
-      : toEnum(o.powerPreference, ['default', 'high-performance', 'low-power'], 'createContext(): options.powerPreference');
+    const bytes = (v, what) => enforceRange(v, 0, Number.MAX_SAFE_INTEGER, what);
+    const { accelerated, hostMemoryBudget, memoryBudget, powerPreference } = readMembers(options, 'createContext(): options', {
+      accelerated: [CONVERT.boolean, true],
+      hostMemoryBudget: [bytes, undefined],
+      memoryBudget: [bytes, undefined],
+      powerPreference: [(v, what) => toEnum(v, ['default', 'high-performance', 'low-power'], what), 'default'],
+    });
     const backend = await getBackend();
     const handle = await backend.createContext(powerPreference, accelerated, memoryBudget, hostMemoryBudget);
     return new MLContext(INTERNAL, handle);
   }
 }
-setInterfaceName(ML, 'ML');
+defineInterface(ML, 'ML');
 
 // ---- MLContext ----
 
@@ -264,8 +322,13 @@ class MLContext {
     return slotOf(this, 'MLContext', 'this').handle.accelerated();
   }
 
+  // A promise attribute's getter rejects rather than throws, also on a foreign `this`.
   get lost() {
-    return slotOf(this, 'MLContext', 'this').lost;
+    try {
+      return slotOf(this, 'MLContext', 'this').lost;
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
   dispatch(graph, inputs, outputs) {
@@ -306,6 +369,7 @@ class MLContext {
     const d = toOperandDescriptor(descriptor, 'createConstantTensor(): descriptor');
     const bytes = toBytes(inputData, 'createConstantTensor(): inputData');
     if (c.handle.isLost()) throw domException('InvalidStateError', 'createConstantTensor(): the MLContext is lost');
+    c.handle.checkDimensions(d.dataType, d.shape);
     validateBuffer(inputData, bytes, d, 'createConstantTensor(): inputData');
     // A JS-owned copy: it becomes the constant's host copy, outside wasm memory.
     const handle = await c.handle.createConstantTensor(d.dataType, d.shape, bytes.slice());
@@ -358,20 +422,24 @@ class MLContext {
   // Extension (EXTENSIONS.md, "Weight files"): reads only the header of a safetensors or GGUF
   // file; `source` is a FileSystemFileHandle, a File or a Blob. `options.floatType` ('float32'
   // or 'float16') is what bfloat16 and quantized tensors become.
-  async openWeights(source, options) {
+  async openWeights(source, options = {}) {
     const c = slotOf(this, 'MLContext', 'this');
     if (arguments.length < 1) throw new TypeError('openWeights() needs a source');
-    const o = toDictionary(options, 'openWeights(): options');
-    if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
-      throw new TypeError('openWeights(): options.onProgress must be a function');
+    const isHandle = typeof FileSystemFileHandle === 'function' && source instanceof FileSystemFileHandle;
+    if (!isHandle && !(typeof Blob === 'function' && source instanceof Blob)) {
+      throw new TypeError('openWeights(): source must be a FileSystemFileHandle, a File or a Blob');
     }
-    const floatType = o.floatType === undefined
-      ? undefined
-      : toEnum(o.floatType, ['float32', 'float16'], 'openWeights(): options.floatType');
+    const { floatType, onProgress } = readMembers(options, 'openWeights(): options', {
+      floatType: [(v, what) => toEnum(v, ['float32', 'float16'], what), undefined],
+      onProgress: [(v, what) => {
+        if (typeof v !== 'function') throw new TypeError(`${what} must be a function`);
+        return v;
+      }, undefined],
+    });
     let blob;
     let name;
     let fileHandle;
-    if (typeof FileSystemFileHandle === 'function' && source instanceof FileSystemFileHandle) {
+    if (isHandle) {
       name = source.name;
       // Kept for sync access handles: in a dedicated Worker, tensors are read through them.
       fileHandle = source;
@@ -380,18 +448,17 @@ class MLContext {
       } catch (e) {
         throw domException('DataError', `${name}: cannot read the file: ${e.message}`);
       }
-    } else if (typeof Blob === 'function' && source instanceof Blob) {
+    } else {
       blob = source;
       name = typeof File === 'function' && source instanceof File ? source.name : 'Blob';
-    } else {
-      throw new TypeError('openWeights(): source must be a FileSystemFileHandle, a File or a Blob');
     }
     if (c.handle.isLost()) throw domException('InvalidStateError', 'openWeights(): the MLContext is lost');
     const handle = await c.handle.openWeights(blob, fileHandle, name, floatType);
-    return new MLWeightFile(INTERNAL, handle, this, o.onProgress);
+    return new MLWeightFile(INTERNAL, handle, this, onProgress);
   }
 }
-setInterfaceName(MLContext, 'MLContext');
+// readTensor(tensor) is the shortest overload.
+defineInterface(MLContext, 'MLContext', { lengths: { readTensor: 1 } });
 
 // ---- MLTensor ----
 
@@ -427,7 +494,7 @@ class MLTensor {
     t.pending.clear();
   }
 }
-setInterfaceName(MLTensor, 'MLTensor');
+defineInterface(MLTensor, 'MLTensor');
 
 // ---- MLWeightFile ----
 
@@ -446,19 +513,18 @@ class MLWeightFile {
   // bytes streaming on in the background: a graph can be built with it meanwhile, and queue
   // work issued after the call (dispatch, writeTensor, readTensor) waits for the stream, whose
   // failure rejects the next readTensor.
-  async constantTensor(name, options) {
+  async constantTensor(name, options = {}) {
     const w = slotOf(this, 'MLWeightFile', 'this');
     if (arguments.length < 1) throw new TypeError('constantTensor() needs a tensor name');
-    const n = toString(name);
-    const o = toDictionary(options, 'constantTensor(): options');
-    const wait = o.wait === undefined ? true : Boolean(o.wait);
+    const n = toString(name, 'constantTensor(): name');
+    const { wait } = readMembers(options, 'constantTensor(): options', { wait: [CONVERT.boolean, true] });
     const handle = await w.handle.constantTensor(n, w.onProgress, wait);
     const info = w.tensors.find((t) => t.name === n);
     const descriptor = { dataType: info.dataType, shape: info.shape, readable: false, writable: false };
     return new MLTensor(INTERNAL, handle, w.context, descriptor, true);
   }
 }
-setInterfaceName(MLWeightFile, 'MLWeightFile');
+defineInterface(MLWeightFile, 'MLWeightFile');
 
 // The byte reader under MLWeightFile (imported by src/weights/source.rs): a file range read in
 // order into one staging ArrayBuffer, reused for every chunk. In a dedicated Worker with an OPFS
@@ -473,8 +539,9 @@ setInterfaceName(MLWeightFile, 'MLWeightFile');
 // the next macrotask: the next tensor of a file usually starts where the last one ended, and
 // continuing the stream saves restarting it (a parked stream per lane: tensors asked for together
 // stream side by side, see src/weights/lanes.rs). Sync handles close with their reader (they lock
-// the file), and a read costs no more on a fresh one. readerStats counts how ranges were read.
-export const readerStats = { syncHandles: 0, streams: 0, continued: 0 };
+// the file), and a read costs no more on a fresh one. readerStats counts how ranges were read,
+// and the readers open at once (`open`, the most since a test last reset it: `maxOpen`).
+export const readerStats = { syncHandles: 0, streams: 0, continued: 0, open: 0, maxOpen: 0 };
 const stagingPool = [];
 const STAGING_POOL_SIZE = 4;
 const PARKED_STREAMS = 4;
@@ -503,6 +570,8 @@ export class BlobRangeReader {
     this.pending = null;
     const i = stagingPool.findIndex((b) => b.byteLength >= stagingBytes);
     this.staging = i >= 0 ? stagingPool.splice(i, 1)[0] : new ArrayBuffer(stagingBytes);
+    readerStats.open++;
+    readerStats.maxOpen = Math.max(readerStats.maxOpen, readerStats.open);
   }
 
   async open() {
@@ -605,6 +674,7 @@ export class BlobRangeReader {
   }
 
   close() {
+    if (!this.closed) readerStats.open--;
     this.closed = true;
     if (this.access) this.access.close();
     this.access = null;
@@ -640,10 +710,9 @@ class MLGraph {
   }
 
   // Extensions (EXTENSIONS.md): device memory residency.
-  async swapOut(options) {
+  async swapOut(options = {}) {
     const g = slotOf(this, 'MLGraph', 'this');
-    const o = toDictionary(options, 'swapOut(): options');
-    const to = o.to === undefined ? 'host' : toEnum(o.to, ['host', 'disk'], 'swapOut(): options.to');
+    const { to } = readMembers(options, 'swapOut(): options', { to: [(v, what) => toEnum(v, ['host', 'disk'], what), 'host'] });
     await g.handle.swapOut(to);
   }
 
@@ -661,7 +730,7 @@ class MLGraph {
     slotOf(this, 'MLGraph', 'this').handle.setEvictionPriority(String(value));
   }
 }
-setInterfaceName(MLGraph, 'MLGraph');
+defineInterface(MLGraph, 'MLGraph');
 
 // ---- MLOperand ----
 
@@ -674,7 +743,7 @@ class MLOperand {
   get dataType() { return slotOf(this, 'MLOperand', 'this').dataType; }
   get shape() { return slotOf(this, 'MLOperand', 'this').shape; }
 }
-setInterfaceName(MLOperand, 'MLOperand');
+defineInterface(MLOperand, 'MLOperand');
 
 // ---- MLGraphBuilder ----
 
@@ -914,7 +983,7 @@ class MLGraphBuilder {
   input(name, descriptor) {
     const b = slotOf(this, 'MLGraphBuilder', 'this');
     if (arguments.length < 2) throw new TypeError('input() needs 2 arguments');
-    const n = toString(name);
+    const n = toString(name, 'input(): name');
     const d = toOperandDescriptor(descriptor, 'input(): descriptor');
     return this.#operand(b.handle.input(n, d.dataType, d.shape), d.dataType, d.shape);
   }
@@ -937,13 +1006,14 @@ class MLGraphBuilder {
       const d = toOperandDescriptor(first, 'constant(): descriptor');
       const bytes = toBytes(second, 'constant(): buffer');
       this.#checkCanBuild(b);
+      slots.get(b.context).handle.checkDimensions(d.dataType, d.shape);
       validateBuffer(second, bytes, d, 'constant(): buffer');
       // A JS-owned copy, kept as the constant's host copy outside wasm memory.
       return this.#operand(b.handle.constant(d.dataType, d.shape, bytes.slice()), d.dataType, d.shape);
     }
     // constant(dataType, value)
     const dataType = toEnum(first, DATA_TYPES, 'constant(): dataType');
-    const number = CONVERT.MLNumber(second);
+    const number = CONVERT.MLNumber(second, 'constant(): value');
     return this.#operand(b.handle.constantScalar(dataType, number), dataType, []);
   }
 
@@ -984,17 +1054,19 @@ class MLGraphBuilder {
       else params[argName] = converter(kind)(args[i], what);
     });
     const options = toDictionary(args[required], `${name}(): options`);
-    params.label = options.label === undefined ? '' : toString(options.label);
-    for (const [key, [kind, fallback]] of Object.entries(spec.options ?? {})) {
-      const what = `${name}(): options.${key}`;
-      const v = options[key];
+    // MLOperatorOptions, the inherited dictionary, is read first.
+    const { label } = readMembers(options, `${name}(): options`, { label: [toString, ''] });
+    params.label = label;
+    const members = Object.entries(spec.options ?? {});
+    const values = readMembers(options, `${name}(): options`, Object.fromEntries(members.map(([key, [kind, fallback]]) => (
+      [key, kind === 'operand' ? [(v, what) => this.#operandIndex(v, what), undefined] : [converter(kind), fallback]]))));
+    // Operand members join the inputs in table order, which src/api/ops.rs expects.
+    for (const [key, [kind]] of members) {
       if (kind === 'operand') {
-        params[key] = v !== undefined;
-        if (v !== undefined) inputs.push(this.#operandIndex(v, what));
-      } else if (v !== undefined) {
-        params[key] = converter(kind)(v, what);
-      } else if (fallback !== undefined) {
-        params[key] = fallback;
+        params[key] = values[key] !== undefined;
+        if (values[key] !== undefined) inputs.push(values[key]);
+      } else if (values[key] !== undefined) {
+        params[key] = values[key];
       }
     }
     const outputs = b.handle.operator(name, Uint32Array.from(inputs), params);
@@ -1016,7 +1088,8 @@ class MLGraphBuilder {
     }
   }
 }
-setInterfaceName(MLGraphBuilder, 'MLGraphBuilder');
+// constant(tensor) is the shortest overload.
+defineInterface(MLGraphBuilder, 'MLGraphBuilder', { length: 1, lengths: { constant: 1 } });
 
 // ---- install ----
 
@@ -1024,13 +1097,16 @@ const INTERFACES = { ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor
 let ml;
 
 /**
- * Defines `navigator.ml` and the WebNN interfaces on `globalThis` (a Window or a dedicated
- * Worker). A browser's own WebNN is left alone unless `force` is true. The backend is `backend`
- * (an already loaded wasm module's) or what `loader()` resolves to, loaded on the first
- * `createContext()`. Returns whether the interfaces were installed.
+ * Defines `navigator.ml` and the WebNN interfaces on `globalThis` (a Window or a dedicated,
+ * shared or service Worker: the spec's `Exposed=(Window, Worker)`). Like them, it is
+ * `[SecureContext]`: elsewhere nothing is installed. A browser's own WebNN is left alone unless
+ * `force` is true. The backend is `backend` (an already loaded wasm module's) or what `loader()`
+ * resolves to, loaded on the first `createContext()`. Returns whether the interfaces were
+ * installed.
  */
 export function install({ force = false, backend, loader } = {}) {
   const g = globalThis;
+  if (g.isSecureContext === false) return false;
   const navigator = g.navigator;
   const nativeML = navigator !== undefined && 'ml' in navigator && !(navigator.ml instanceof ML);
   if (nativeML && !force) return false;
@@ -1044,7 +1120,18 @@ export function install({ force = false, backend, loader } = {}) {
     Object.defineProperty(g, name, { value: cls, writable: true, enumerable: false, configurable: true });
   }
   if (navigator !== undefined) {
-    Object.defineProperty(navigator, 'ml', { value: ml, enumerable: true, configurable: true });
+    // The NavigatorML mixin: an accessor on Navigator.prototype (WorkerNavigator.prototype in a
+    // worker), [SameObject]. A navigator that is a plain object gets an own property instead of
+    // one on Object.prototype.
+    const proto = Object.getPrototypeOf(navigator);
+    const target = proto === null || proto === Object.prototype ? navigator : proto;
+    const { get } = Object.getOwnPropertyDescriptor({
+      get ml() {
+        if (this !== navigator) throw new TypeError('the ml getter needs a Navigator');
+        return ml;
+      },
+    }, 'ml');
+    Object.defineProperty(target, 'ml', { get, set: undefined, enumerable: true, configurable: true });
   }
   return true;
 }

@@ -23,6 +23,11 @@ if ! command -v wasm-bindgen >/dev/null || [ "$(wasm-bindgen --version | cut -d'
   cargo install -q wasm-bindgen-cli --version "$wb_version"
 fi
 
+# The web stage's driver. `wasm-pack test` takes the wasm-bindgen-test-runner beside the first
+# `wasm-bindgen` on PATH whose version is Cargo.lock's (installed above) and, with
+# `--mode no-install`, fails rather than download one; chromedriver is /usr/bin/chromedriver.
+command -v wasm-pack >/dev/null || cargo install -q wasm-pack --locked
+
 # The demo's bundler and the browser tests' driver; playwright-core never downloads a browser.
 if [ -f package-lock.json ] && { [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; }; then
   PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error >/dev/null

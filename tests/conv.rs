@@ -3,6 +3,7 @@
 //! outputSizes, bias), checks of the reference itself that do not reuse its formulas (layouts
 //! are transposes of each other; convTranspose2d is the adjoint of conv2d), and the spec's
 //! validation errors.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 use common::*;
@@ -406,4 +407,83 @@ fn larger_shapes() {
         let (ulp, abs) = tolerance(data_type, 36);
         check_op(&ctx, &Op::ConvTranspose2d(options), &[input, filter], ulp, abs);
     }
+}
+
+/// convTranspose2d with a stride of 2^20 and paddings near 2^31 (a valid 16-wide output): the
+/// kernel's `o + padding - k * dilation` would pass i32 and read no input where output 1 reads
+/// input 2048, so build() rejects it with OperationError rather than compute a wrong result.
+#[test]
+fn conv_transpose2d_beyond_the_kernels_32_bit_indices_is_not_supported() {
+    let ctx = context();
+    let (stride, begin) = (1u32 << 20, i32::MAX as u32);
+    // outputSize = (4096 - 1) * stride + 1 - begin - end = 16.
+    let end = (4095u64 * stride as u64 + 1 - begin as u64 - 16) as u32;
+    let options = ConvTranspose2dOptions {
+        padding: Some(vec![0, 0, begin, end]),
+        strides: Some(vec![1, stride]),
+        ..ConvTranspose2dOptions::default()
+    };
+    let input = OperandDescriptor::new(DataType::Float32, vec![1, 1, 1, 4096]);
+    let filter = OperandDescriptor::new(DataType::Float32, vec![1, 1, 1, 1]);
+    let op = Op::ConvTranspose2d(options);
+    assert_eq!(ops::validate(&op, &[&input, &filter]).unwrap()[0].shape, vec![1, 1, 1, 16]);
+    let x = HostTensor::new(input, (0..4096).map(|v| v as f64).collect()).unwrap();
+    let w = HostTensor::new(filter, vec![1.0]).unwrap();
+    let e = run_op(&ctx, &op, &[x, w], &[false, true]).unwrap_err();
+    assert_eq!(e.name(), "OperationError", "{e}");
+}
+
+/// 1x1 filters without padding take the pointwise kernel (no window loops): every input and
+/// filter layout, groups, strides and dilations, with and without bias, batch 2.
+#[test]
+fn pointwise_conv2d_matches_reference() {
+    let ctx = context();
+    let mut rng = Rng::new(16);
+    for data_type in [DataType::Float32, DataType::Float16] {
+        for (i, &filter_layout) in CONV2D_FILTER_LAYOUTS.iter().enumerate() {
+            for (j, &input_layout) in INPUT_LAYOUTS.iter().enumerate() {
+                let groups = 1 + (i as u32 + j as u32) % 2;
+                let (ic, oc) = (6 * groups, 4 * groups);
+                let stride = 1 + j as u32;
+                let case = Conv2dCase {
+                    input: rng.tensor(data_type, &[2, ic, 5, 7], -1.0, 1.0),
+                    filter: rng.tensor(data_type, &[oc, ic / groups, 1, 1], -1.0, 1.0),
+                    bias: (i % 2 == 0).then(|| rng.tensor(data_type, &[oc], -1.0, 1.0)),
+                    options: Conv2dOptions {
+                        strides: Some(vec![stride, 1]),
+                        dilations: Some(vec![1, 1 + i as u32 % 2]),
+                        groups,
+                        input_layout,
+                        filter_layout,
+                        has_bias: i % 2 == 0,
+                        ..Conv2dOptions::default()
+                    },
+                };
+                let (ulp, abs) = tolerance(data_type, ic / groups);
+                check_op(&ctx, &Op::Conv2d(case.options.clone()), &case.inputs(), ulp, abs);
+            }
+        }
+    }
+}
+
+/// The pointwise kernel has no filter-window loops or bounds checks; a 3x3 filter keeps them,
+/// outside the channel loop (bounds checked once per filter tap, not per channel).
+#[test]
+fn conv2d_kernel_loops() {
+    use webnn_wgpu::ops::wgsl::DeviceTraits;
+    use webnn_wgpu::ops::{LowerContext, Lowering};
+    let source = |k: u32| {
+        let (input, filter) = (desc(&[1, 240, 12, 20]), desc(&[240, 240, k, k]));
+        let options = Conv2dOptions { padding: Some(vec![k / 2; 4]), ..Conv2dOptions::default() };
+        let output = desc(&[1, 240, 12, 20]);
+        let cx = LowerContext { inputs: vec![&input, &filter], outputs: vec![&output], shader_f16: false, device: DeviceTraits::default() };
+        match ops::lower(&Op::Conv2d(options), &cx).unwrap() {
+            Lowering::Kernels { launches, .. } => launches[0].source.clone(),
+            Lowering::Alias => panic!("conv2d lowered to an alias"),
+        }
+    };
+    assert!(!source(1).contains("for (var kh"), "1x1: no window loop");
+    let general = source(3);
+    let (window, channels) = (general.find("for (var kh").unwrap(), general.find("for (var ic").unwrap());
+    assert!(window < channels, "3x3: the channel loop inside the window loops");
 }

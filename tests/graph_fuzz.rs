@@ -9,6 +9,7 @@
 //! depending on load). Failures proptest finds are saved in
 //! `tests/graph_fuzz.proptest-regressions` (commit it) and replayed first; `regressions()` runs an
 //! explicit corpus of edge cases every time.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 
@@ -504,6 +505,7 @@ struct Stats {
     rejected: Cell<u32>,
     graphs: Cell<u32>,
     compared: Cell<u32>,
+    compared_elements: Cell<u32>,
 }
 
 fn bump(c: &Cell<u32>, by: usize) {
@@ -592,17 +594,32 @@ fn run_case(ctx: &Context, stats: &Stats, case: &Case) -> Result<(), TestCaseErr
         if !v.comparable {
             continue;
         }
-        bump(&stats.compared, 1);
         let gpu = HostTensor::from_bytes(v.host.descriptor.clone(), b).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        compare(&gpu, &v.host, v.depth).map_err(|m| TestCaseError::fail(format!("output y{i}: {m}\n{log}")))?;
+        let elements = compare(&gpu, &v.host, v.depth).map_err(|m| TestCaseError::fail(format!("output y{i}: {m}\n{log}")))?;
+        bump(&stats.compared, 1);
+        bump(&stats.compared_elements, elements);
     }
     Ok(())
 }
 
-/// Integers exactly; floats within `depth` times a per-type relative tolerance of the output's
-/// largest magnitude (at least 1).
-fn compare(gpu: &HostTensor, reference: &HostTensor, depth: u32) -> Result<(), String> {
+/// Compares every element: integers exactly (int64/uint64 as exact integers), floats within
+/// `depth` times a per-type relative tolerance of the output's largest magnitude (at least 1).
+/// Returns the number of elements compared.
+fn compare(gpu: &HostTensor, reference: &HostTensor, depth: u32) -> Result<usize, String> {
     let t = gpu.descriptor.data_type;
+    let count = reference.descriptor.element_count() as usize;
+    if t.is_wide() {
+        if gpu.exact.len() != count || reference.exact.len() != count {
+            return Err(format!("{} elements from the GPU, {} in the reference, {count} expected", gpu.exact.len(), reference.exact.len()));
+        }
+        if let Some(i) = (0..count).find(|&i| gpu.exact[i] != reference.exact[i]) {
+            return Err(format!("element {i} of {}: gpu {} vs reference {}", gpu.descriptor, gpu.exact[i], reference.exact[i]));
+        }
+        return Ok(count);
+    }
+    if gpu.data.len() != count || reference.data.len() != count {
+        return Err(format!("{} elements from the GPU, {} in the reference, {count} expected", gpu.data.len(), reference.data.len()));
+    }
     let scale = reference.data.iter().fold(1f64, |m, v| m.max(v.abs()));
     let rtol = if t == DataType::Float16 { 1e-2 } else { 1e-3 };
     let tol = rtol * depth.max(1) as f64 * scale;
@@ -612,7 +629,7 @@ fn compare(gpu: &HostTensor, reference: &HostTensor, depth: u32) -> Result<(), S
             return Err(format!("element {i} of {}: gpu {g} vs reference {r} (tolerance {tol})", gpu.descriptor));
         }
     }
-    Ok(())
+    Ok(count)
 }
 
 /// Explicit cases kept as regression tests: shapes and types the random search reached that
@@ -660,7 +677,12 @@ fn regressions() {
         }
     }
     assert!(stats.graphs.get() >= 4, "the corpus stopped reaching the GPU");
+    assert!(stats.compared.get() >= 4 && stats.compared_elements.get() >= 24, "the corpus compared {} outputs, {} elements", stats.compared.get(), stats.compared_elements.get());
 }
+
+/// Lower bounds of what `random_graphs` compares (see the end of it).
+const MIN_CASES_PER_COMPARED: u32 = 4;
+const MIN_ELEMENTS_PER_OUTPUT: u32 = 2;
 
 fn cases() -> u32 {
     std::env::var("GRAPH_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
@@ -681,15 +703,29 @@ fn random_graphs() {
     let stats = Stats::default();
     let result = runner.run(&case_strategy(), |case| run_case(&ctx, &stats, &case));
     eprintln!(
-        "graph_fuzz: {} cases in {:.1} s: {} operators accepted, {} rejected with TypeError, {} graphs run, {} outputs compared",
+        "graph_fuzz: {} cases in {:.1} s: {} operators accepted, {} rejected with TypeError, {} graphs run, {} outputs compared ({} elements)",
         cases(),
         start.elapsed().as_secs_f64(),
         stats.accepted.get(),
         stats.rejected.get(),
         stats.graphs.get(),
-        stats.compared.get()
+        stats.compared.get(),
+        stats.compared_elements.get()
     );
     if let Err(e) = result {
         panic!("{e}");
     }
+    // A fuzzer whose outputs stopped being compared (all ill-conditioned, all rejected) must not
+    // pass: at least one compared output per MIN_CASES_PER_COMPARED cases (the default 256
+    // cases compare about six times as many), and MIN_ELEMENTS_PER_OUTPUT elements each.
+    let min_outputs = cases() / MIN_CASES_PER_COMPARED;
+    assert!(
+        stats.compared.get() >= min_outputs && stats.compared_elements.get() >= min_outputs * MIN_ELEMENTS_PER_OUTPUT,
+        "{} outputs ({} elements) compared over {} cases, fewer than {} outputs of {} elements",
+        stats.compared.get(),
+        stats.compared_elements.get(),
+        cases(),
+        min_outputs,
+        MIN_ELEMENTS_PER_OUTPUT
+    );
 }

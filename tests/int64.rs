@@ -2,6 +2,7 @@
 //! exact reference: random values beyond 2^32 and 2^53, negative ones, the extremes and
 //! overflowing sums and products (which wrap), through every operator that lists the 64-bit types
 //! in `opSupportLimits()`; and a check that the list is exactly those operators.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 use common::*;

@@ -1,6 +1,7 @@
 //! Differential tests of matmul and gemm against the float64 reference: both kernels (direct for
 //! small M or N, tiled otherwise), sizes that are not tile multiples, broadcast batch dimensions,
 //! gemm's transposes and `c` broadcasts, float16, and the spec's validation errors.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 #[path = "common/product.rs"]
@@ -270,4 +271,28 @@ fn matmul_beyond_one_grid_dimension() {
     let x = rng.tensor(DataType::Float32, &[66000, 16, 2], -1.0, 1.0);
     let y = rng.tensor(DataType::Float32, &[2, 16], -1.0, 1.0);
     check_product(&ctx, &Op::Matmul, &[x, y], 2);
+}
+
+/// The kernel for an output of fewer than 16 rows (a recognizer's 10 time steps x 6625 classes):
+/// on a GPU the direct kernel (partial sums through workgroup memory and a barrier); on a CPU
+/// adapter the register kernel, which has no barrier (a CPU's slowest case).
+#[test]
+fn few_rows_on_a_cpu_adapter_take_the_register_kernel() {
+    use webnn_wgpu::ops::wgsl::DeviceTraits;
+    use webnn_wgpu::ops::{LowerContext, Lowering};
+    let a = OperandDescriptor::new(DataType::Float32, vec![10, 120]);
+    let b = OperandDescriptor::new(DataType::Float32, vec![120, 6625]);
+    let out = OperandDescriptor::new(DataType::Float32, vec![10, 6625]);
+    let sources = |cpu: bool| {
+        let device = DeviceTraits { cpu, ..DeviceTraits::default() };
+        let cx = LowerContext { inputs: vec![&a, &b], outputs: vec![&out], shader_f16: false, device };
+        match ops::lower(&Op::Matmul, &cx).unwrap() {
+            Lowering::Kernels { launches, .. } => launches.into_iter().map(|l| l.source).collect::<Vec<_>>(),
+            Lowering::Alias => panic!("matmul lowered to an alias"),
+        }
+    };
+    let gpu = sources(false);
+    assert!(gpu.len() == 1 && gpu[0].contains("workgroupBarrier"), "GPU: the direct kernel");
+    let cpu = sources(true);
+    assert!(cpu.len() == 1 && !cpu[0].contains("workgroupBarrier"), "CPU adapter: no barrier");
 }

@@ -5,6 +5,7 @@
 //! K = 1, broadcast batches, float16 with even and odd N, gemm transposes with `c`. The GPU GEMV
 //! and dot kernels run with their subgroup reduction (when the adapter has subgroups) and with
 //! `WEBNN_WGPU_SUBGROUPS=0` (workgroup memory only).
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 #[path = "common/product.rs"]

@@ -1,5 +1,6 @@
 //! Device memory primitives: swapOut/swapIn, residency, exact accounting, the shared
 //! intermediate pool and the memory budget with least-recently-used eviction.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 use common::*;

@@ -3,6 +3,7 @@
 //! (float16 widened on the GPU), must be the PyTorch reference's tokens
 //! (www/models/moe/reference.json); so must lru-host, where they come back from host copies
 //! without reading the file, and the standard-only rebuild baseline.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 #[allow(dead_code)]
 #[path = "../examples/moe/model.rs"]

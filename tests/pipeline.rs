@@ -1,5 +1,6 @@
 //! Case 1 of USE-CASES.md: three stages under a budget that fits only the largest one keep the
 //! peak device bytes at that stage, and give the same bits as the all-resident run.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 #[path = "../examples/pipeline/stages.rs"]

@@ -1,6 +1,7 @@
 //! averagePool2d, l2Pool2d and maxPool2d: the GPU against the float64 reference over random
 //! shapes and options (both layouts, windows, padding, strides, dilations, rounding,
 //! outputSizes), small cases worked by hand, and the spec's validation errors.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 use common::*;
@@ -228,4 +229,26 @@ fn larger_shapes() {
             check_op(&ctx, &Op::Pool2d(kind, options), &[input], ulp, abs);
         }
     }
+}
+
+/// maxPool2d with a stride and end padding of 2^31 - 1, rounded up: output 2's window reaches
+/// `2 * stride + 2 = 2^32`, past the input, which the kernel's i32 arithmetic wraps to column 0.
+/// build() rejects it with OperationError rather than compute a wrong result.
+#[test]
+fn pool2d_beyond_the_kernels_32_bit_indices_is_not_supported() {
+    let ctx = context();
+    let big = i32::MAX as u32;
+    let options = Pool2dOptions {
+        window_dimensions: Some(vec![1, 3]),
+        padding: Some(vec![0, 0, 0, big]),
+        strides: Some(vec![1, big]),
+        output_shape_rounding: RoundingType::Ceil,
+        ..Pool2dOptions::default()
+    };
+    let input = OperandDescriptor::new(DataType::Float32, vec![1, 1, 1, 8]);
+    let op = Op::Pool2d(PoolKind::Max, options);
+    assert_eq!(ops::validate(&op, &[&input]).unwrap()[0].shape, vec![1, 1, 1, 3]);
+    let x = HostTensor::new(input, (1..=8).map(|v| v as f64).collect()).unwrap();
+    let e = run_op(&ctx, &op, &[x], &[false]).unwrap_err();
+    assert_eq!(e.name(), "OperationError", "{e}");
 }

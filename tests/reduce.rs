@@ -1,6 +1,7 @@
 //! Differential tests of the ten reductions against the float64 reference: every allowed data
 //! type, rank 0, absent / empty / unsorted axes, keepDimensions, short rows (one invocation per
 //! row) and long rows (one workgroup per row), and the spec's validation errors.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 use common::*;
@@ -250,4 +251,29 @@ fn reduce_beyond_one_grid_dimension() {
         keep_dimensions: false,
     };
     check_reduce(&ctx, ReduceOp::Sum, &options, &input);
+}
+
+/// reduceLogSum of a sum that is 0 (zeros, or values that cancel exactly) is IEEE's log(0) =
+/// -infinity, of a negative sum NaN; reduceLogSumExp of only -infinity is -infinity.
+#[test]
+fn log_sum_of_zero_is_negative_infinity() {
+    let ctx = context();
+    let inf = f64::INFINITY;
+    let rows = |op: ReduceOp, data_type: DataType, data: Vec<f64>| {
+        let input = HostTensor::new(OperandDescriptor::new(data_type, vec![4, 3]), data).unwrap();
+        let op = Op::Reduce(op, ReduceOptions { axes: Some(vec![1]), keep_dimensions: false });
+        run_op(&ctx, &op, &[input], &[false]).unwrap().remove(0).data
+    };
+    for data_type in [DataType::Float32, DataType::Float16] {
+        let y = rows(
+            ReduceOp::LogSum,
+            data_type,
+            vec![0.0, 0.0, 0.0, 2.5, -1.5, -1.0, -0.0, 0.0, -0.0, -3.0, 1.0, 1.0],
+        );
+        assert_eq!(y[..3], [-inf; 3], "{data_type}: {y:?}");
+        assert!(y[3].is_nan(), "{data_type}: {y:?}");
+        let y = rows(ReduceOp::LogSumExp, data_type, vec![-inf, -inf, -inf, -inf, 0.0, -inf, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0]);
+        assert_eq!(y[..2], [-inf, 0.0], "{data_type}: {y:?}");
+        assert!((y[2] - 3f64.ln()).abs() < 2e-3 && (y[3] - 3.4076059644443806).abs() < 4e-3, "{data_type}: {y:?}");
+    }
 }

@@ -1,5 +1,6 @@
 //! resample2d: the GPU against the float64 reference over random shapes, axes, scales and
 //! sizes in both modes; the spec's worked example; and the validation errors.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 use common::*;
@@ -109,5 +110,47 @@ fn resample2d_validation() {
     ];
     for (what, o, desc) in cases {
         assert!(bad(o, &desc), "{what}");
+    }
+}
+
+/// Shapes where `(2 * outputCoordinate + 1) * inputSize` passes 2^32 (one long axis, the others
+/// 1): the kernel's coordinates must still be the spec's. Input element `i` holds `i`, so
+/// nearest-neighbor returns the input coordinate it picked and linear returns the coordinate
+/// itself; both are checked at probed positions against the spec's formula in float64.
+#[test]
+fn resample2d_long_axes_past_32_bit_products() {
+    let ctx = context();
+    let max_elements = ctx.max_tensor_byte_length() / 4;
+    for (input_size, output_size) in [(4096u32, 1u32 << 20), (1 << 21, 3000), (65536, 1 << 22)] {
+        if input_size.max(output_size) as u64 > max_elements {
+            panic!("maxTensorByteLength {} is too small for {input_size} -> {output_size}", max_elements * 4);
+        }
+        let input = HostTensor::new(
+            OperandDescriptor::new(DataType::Float32, vec![1, 1, 1, input_size]),
+            (0..input_size).map(|v| v as f64).collect(),
+        )
+        .unwrap();
+        let (i, o) = (input_size as f64, output_size as f64);
+        // The spec's inputCoordinate with scale = outputSize / inputSize.
+        let coordinate = |x: u32| ((x as f64 + 0.5) / (o / i) - 0.5).clamp(0.0, i - 1.0);
+        let last = output_size - 1;
+        let mut probes = vec![0, 1, last / 3, last / 2, last / 2 + 1, last - 1, last];
+        probes.extend((1..16u64).map(|k| (last as u64 * k / 16 + k) as u32));
+        for mode in [InterpolationMode::NearestNeighbor, InterpolationMode::Linear] {
+            let options = Resample2dOptions { mode, sizes: Some(vec![1, output_size]), ..Default::default() };
+            let out = run_op(&ctx, &Op::Resample2d(options), &[input.clone()], &[false]).unwrap().remove(0);
+            for &x in &probes {
+                let c = coordinate(x);
+                let (want, tolerance) = match mode {
+                    InterpolationMode::NearestNeighbor => ((c - 0.5).ceil().clamp(0.0, i - 1.0), 0.0),
+                    InterpolationMode::Linear => (c, c * 2e-7 + 1e-6),
+                };
+                let got = out.data[x as usize];
+                assert!(
+                    (got - want).abs() <= tolerance,
+                    "{mode:?} {input_size} -> {output_size}: output {x} is {got}, the spec gives {want}"
+                );
+            }
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! `LEAK_CYCLES` sets the graph/tensor cycles (default 10,000, about 10 s on llvmpipe) and
 //! `LEAK_CONTEXT_CYCLES` the context cycles (default 50: a Vulkan device on llvmpipe takes about
 //! 90 ms to create).
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 
@@ -140,6 +141,45 @@ fn tensors_larger_than_the_device_allows_are_type_errors() {
     cycle(&ctx, 1);
 }
 
+/// Element counts and byte lengths past u64 (eight dimensions of up to 2^32) saturate instead
+/// of overflowing, and every entry point rejects them with a `TypeError`; so do byte lengths
+/// just past 2^32, which a 32-bit `usize` (wasm32) cannot hold.
+#[test]
+fn shapes_whose_sizes_overflow_are_type_errors() {
+    use webnn_wgpu::graph::operand::strides;
+    use webnn_wgpu::runtime::context::check_byte_length;
+    let ctx = context();
+    let huge = OperandDescriptor::new(DataType::Float32, vec![u32::MAX; 8]);
+    assert_eq!(huge.element_count(), u64::MAX);
+    assert_eq!(huge.byte_length(), u64::MAX);
+    assert_eq!(strides(&huge.shape)[0], u64::MAX);
+    assert_eq!(strides(&huge.shape)[6], u32::MAX as u64);
+    // 2^62 elements of 8 bytes: only the byte length overflows.
+    let wide = OperandDescriptor::new(DataType::Int64, vec![1 << 31, 1 << 31]);
+    assert_eq!(wide.element_count(), 1 << 62);
+    assert_eq!(wide.byte_length(), u64::MAX);
+    // 2^30 float32 elements: 2^32 bytes, one more than a 32-bit usize holds.
+    let boundary = OperandDescriptor::new(DataType::Float32, vec![1 << 15, 1 << 15]);
+    assert_eq!(boundary.byte_length(), 1 << 32);
+    let mut b = GraphBuilder::new(&ctx).unwrap();
+    for d in [&huge, &wide, &boundary] {
+        let e = tensor(&ctx, d, true, true).err().expect("an oversized tensor");
+        assert_eq!(e.name(), "TypeError", "{d}: {e}");
+        assert_eq!(b.input("x", d.clone()).unwrap_err().name(), "TypeError", "{d}");
+        assert_eq!(b.constant(d.clone(), &[0; 4]).unwrap_err().name(), "TypeError", "{d}");
+        let e = block_on(ctx.create_constant_tensor(d.clone(), &[0; 4])).err().expect("an oversized constant");
+        assert_eq!(e.name(), "TypeError", "{d}: {e}");
+        // A buffer of the byte length modulo 2^32 is not mistaken for the right size.
+        let truncated = (d.byte_length() as u32) as usize;
+        assert_eq!(check_byte_length(d, truncated).unwrap_err().name(), "TypeError", "{d}");
+    }
+    // A reshape to an overflowing shape is not mistaken for one of the same (wrapped) count.
+    let x = b.input("small", OperandDescriptor::new(DataType::Float32, vec![1])).unwrap();
+    let e = b.operator1(Op::Reshape { new_shape: huge.shape.clone() }, &[x], "").unwrap_err();
+    assert_eq!(e.name(), "TypeError", "{e}");
+    cycle(&ctx, 2);
+}
+
 #[test]
 fn allocation_beyond_a_budget_is_a_quota_error_until_memory_is_freed() {
     let ctx = block_on(Context::new(ContextOptions { memory_budget: Some(4096), ..Default::default() })).unwrap();
@@ -165,6 +205,35 @@ fn gpu_allocation_failure_is_an_unknown_error() {
     assert_eq!(e.name(), "UnknownError", "{e}");
     assert_eq!(ctx.memory_info().device_bytes, 0, "a failed allocation is not counted");
     cycle(&ctx, 3);
+}
+
+/// readTensor's staging buffer is created inside an out-of-memory scope: an injected failure
+/// rejects that read with `UnknownError`, the tensor keeps its bytes (the dispatch issued before
+/// the read ran), device bytes are unchanged and the next read returns the result.
+#[test]
+fn out_of_memory_for_a_read_rejects_it_and_the_tensor_keeps_its_bytes() {
+    let ctx = context();
+    let d = OperandDescriptor::new(DataType::Float32, vec![4]);
+    let c = 0.5f32;
+    let graph = small_graph(&ctx, c).unwrap();
+    let x = tensor(&ctx, &d, false, true).unwrap();
+    let y = tensor(&ctx, &d, true, false).unwrap();
+    let xs = [0.0f32, 0.5, -0.5, 1.0];
+    ctx.write_tensor(&x, &f32s(&xs)).unwrap();
+    let device_bytes = ctx.memory_info().device_bytes;
+    ctx.dispatch(&graph, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+    ctx.fail_next_allocations(1);
+    let e = block_on(ctx.read_tensor(&y)).expect_err("the read's staging buffer is out of memory");
+    assert_eq!(e.name(), "UnknownError", "{e}");
+    assert_eq!(ctx.memory_info().device_bytes, device_bytes);
+    let bytes = block_on(ctx.read_tensor(&y)).unwrap();
+    for (k, chunk) in bytes.chunks_exact(4).enumerate() {
+        let got = f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]) as f64;
+        let want = ((xs[k] + c) as f64).exp() * c as f64;
+        assert!((got - want).abs() <= 1e-5 * want.abs().max(1.0), "element {k}: {got} vs {want}");
+    }
+    assert!(ctx.take_uncaptured_error().is_none());
+    cycle(&ctx, 5);
 }
 
 /// A graph of [`sized_graph`] with its tensors, dispatched and checked against the float64
@@ -265,8 +334,9 @@ fn out_of_memory_evicts_the_least_recently_used_graph_and_retries() {
 
 /// With nothing left to evict, an out-of-memory error is the spec's error for the call and
 /// changes nothing else: build rejects with OperationError (the spec's build failure),
-/// swapIn with QuotaExceededError, createTensor and createConstantTensor with UnknownError, and a dispatch is not run and its readTensor
-/// rejects with UnknownError. The context keeps working.
+/// swapIn with QuotaExceededError, createTensor and createConstantTensor with UnknownError, a
+/// dispatch is not run and its readTensor rejects with UnknownError, as does a read (its staging
+/// buffer). The context keeps working.
 #[test]
 fn out_of_memory_with_nothing_to_evict_is_a_spec_error_and_the_context_still_works() {
     let ctx = context();
@@ -301,12 +371,15 @@ fn out_of_memory_with_nothing_to_evict_is_a_spec_error_and_the_context_still_wor
     ctx.dispatch(&a.graph, &[("x".into(), a.x.clone())], &[("y".into(), a.y.clone())]).unwrap();
     let e = block_on(ctx.read_tensor(&a.y)).unwrap_err();
     assert_eq!(e.name(), "UnknownError", "{e}");
-    assert_eq!(block_on(ctx.read_tensor(&a.y)).unwrap(), f32s(&[7.0; 4]), "no wrong result");
+    // A read needs a staging buffer: out of memory too.
+    let e = block_on(ctx.read_tensor(&a.y)).unwrap_err();
+    assert_eq!(e.name(), "UnknownError", "{e}");
     assert_eq!(a.graph.residency(), Residency::Host);
     assert_eq!(ctx.memory_info().device_bytes, tensors);
 
     // The GPU has memory again: everything works, the accounting is exact.
     ctx.fail_next_allocations(0);
+    assert_eq!(block_on(ctx.read_tensor(&a.y)).unwrap(), f32s(&[7.0; 4]), "no wrong result");
     a.run(&ctx).unwrap();
     let b = resident(&ctx, 4, 2.0).unwrap();
     b.run(&ctx).unwrap();

@@ -293,3 +293,54 @@ export async function installLeavesPolyfillInPlace() {
     assert(typeof MLGraphBuilder.prototype[name] === 'function', `MLGraphBuilder.prototype.${name}`);
   }
 }
+
+// Distance in float32 ULPs (both values finite or equal).
+function ulp32(a, b) {
+  if (Object.is(a, b)) return 0;
+  const bits = new Int32Array(new Float32Array([a, b]).buffer);
+  const lin = (x) => (x < 0 ? -(x & 0x7fffffff) : x);
+  return Math.abs(lin(bits[0]) - lin(bits[1]));
+}
+
+// One unary-op graph over `values`: the outputs as numbers.
+async function unary(context, op, dataType, values, options) {
+  const Ctor = dataType === 'float16' ? Float16Array : Float32Array;
+  const builder = new MLGraphBuilder(context);
+  const desc = { dataType, shape: options?.shape ?? [values.length] };
+  const y = op(builder, builder.input('x', desc));
+  const graph = await builder.build({ y });
+  const { inputs, output } = await tensors(context, { x: { descriptor: desc, data: new Ctor(values) } },
+    { dataType, shape: y.shape });
+  context.dispatch(graph, inputs, { y: output });
+  return Array.from(new Ctor(await context.readTensor(output)));
+}
+
+// The GPU's own log, tan and exp differ between adapters (SwiftShader's log(0) is finite, its tan
+// loses digits next to the poles): the kernels must give IEEE's special values and stay within a
+// few ULP of the float64 values on this adapter too.
+export async function specialValues() {
+  const context = await navigator.ml.createContext();
+  for (const dataType of ['float32', 'float16']) {
+    const log = await unary(context, (b, x) => b.log(x), dataType, [0, -0, -1, Infinity, 1]);
+    assertArrayEquals(log.map((v) => (Number.isNaN(v) ? 'NaN' : v)), [-Infinity, -Infinity, 'NaN', Infinity, 0],
+      `${dataType} log`);
+    const sums = await unary(context, (b, x) => b.reduceLogSum(x, { axes: [1] }), dataType,
+      [0, 0, 0, 2.5, -1.5, -1], { shape: [2, 3] });
+    assertArrayEquals(sums, [-Infinity, -Infinity], `${dataType} reduceLogSum of sums 0`);
+  }
+  const poles = [1.6, 4.7, -1.5, 1.5707, -1.5709];
+  for (let k = -63; k <= 63; k += 2) {
+    for (const d of [0.1, 1e-2, 1e-3, 1e-4]) poles.push(k * Math.PI / 2 + d, k * Math.PI / 2 - d);
+  }
+  const tan = await unary(context, (b, x) => b.tan(x), 'float32', poles);
+  poles.forEach((x, i) => {
+    const want = Math.fround(Math.tan(Math.fround(x)));
+    assert(ulp32(tan[i], want) <= 4, `tan(${Math.fround(x)}) = ${tan[i]}, expected ${want}`);
+  });
+  const xs = Array.from({ length: 2001 }, (_, i) => -87 + 175.7 * i / 2000);
+  const exp = await unary(context, (b, x) => b.exp(x), 'float32', xs);
+  xs.forEach((x, i) => {
+    const want = Math.fround(Math.exp(Math.fround(x)));
+    assert(ulp32(exp[i], want) <= 32 || Math.abs(exp[i] - want) < 1.2e-38, `exp(${Math.fround(x)}) = ${exp[i]}, expected ${want}`);
+  });
+}

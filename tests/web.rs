@@ -23,6 +23,8 @@ extern "C" {
     fn quota_exceeded() -> js_sys::Promise;
     #[wasm_bindgen(js_name = installLeavesPolyfillInPlace)]
     fn install_leaves_polyfill_in_place() -> js_sys::Promise;
+    #[wasm_bindgen(js_name = specialValues)]
+    fn special_values() -> js_sys::Promise;
 }
 
 /// Installs the polyfill (replacing a native WebNN, if any) and runs one JS test.
@@ -65,4 +67,9 @@ async fn a_graph_larger_than_the_budget_is_a_quota_exceeded_error() {
 #[wasm_bindgen_test]
 async fn install_defines_the_interfaces() {
     run(install_leaves_polyfill_in_place).await;
+}
+
+#[wasm_bindgen_test]
+async fn log_tan_and_exp_keep_ieee_special_values_and_accuracy() {
+    run(special_values).await;
 }

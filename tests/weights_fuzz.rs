@@ -1,6 +1,7 @@
 //! Fuzzing the weight-file readers: arbitrary bytes, and valid files with mutated headers, must
 //! give a validated header or a `DataError`/`TypeError`, never a panic, a hang or a huge
 //! allocation; a header that is accepted describes tensors that lie inside the file and convert.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
 

@@ -6,7 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p models-cache
-if [ -f models-cache/SmolLM2-135M-Instruct.Q4_1.gguf.json ] && [ -f models-cache/all-MiniLM-L6-v2.safetensors.json ]; then
+# A cached reference of an older layout (tools/dump_weights.py's FORMAT) is written again.
+format=$(sed -n 's/^FORMAT = //p' tools/dump_weights.py)
+if grep -qs "\"format\": $format," models-cache/SmolLM2-135M-Instruct.Q4_1.gguf.json \
+  && grep -qs "\"format\": $format," models-cache/all-MiniLM-L6-v2.safetensors.json; then
   echo "models-cache/ is complete"
   exit 0
 fi

@@ -85,6 +85,14 @@ impl ContextHandle {
         self.context.destroy();
     }
 
+    /// The spec's "check dimensions" of a descriptor (the byte length against
+    /// `maxTensorByteLength` included), before its buffer is validated and copied.
+    #[wasm_bindgen(js_name = checkDimensions)]
+    pub fn check_dimensions(&self, data_type: &str, shape: Vec<u32>) -> JsResult<()> {
+        let d = descriptor(data_type, shape).map_err(to_js)?;
+        d.check_dimensions().and_then(|_| self.context.check_tensor_byte_length(&d)).map_err(to_js)
+    }
+
     /// Internal test hook, not WebNN: the `GPUDevice` behind the context, so that the tests can
     /// lose it with `device.destroy()` as a driver reset would.
     #[wasm_bindgen(js_name = gpuDevice)]

@@ -143,15 +143,26 @@ impl Params {
     }
 }
 
-/// An `MLNumber` from JavaScript: a number, or a bigint kept exact (saturated beyond the `i128`
-/// range, far outside every data type's).
+/// An `MLNumber` from JavaScript: a number, or a bigint kept exact. A bigint beyond the `i128`
+/// range (at least 2^127 in magnitude) saturates every integer type and is an infinity in
+/// float16, so only its float32 cast depends on its value: it is kept as that float32 value.
 pub fn number(v: &JsValue) -> Option<Number> {
     if let Some(x) = v.as_f64() {
         return Some(Number::Double(x));
     }
     let big: &js_sys::BigInt = v.dyn_ref()?;
     let text = String::from(big.to_string(10).ok()?);
-    Some(Number::BigInt(text.parse::<i128>().unwrap_or(if text.starts_with('-') { i128::MIN } else { i128::MAX })))
+    if let Ok(v) = text.parse::<i128>() {
+        return Some(Number::BigInt(v));
+    }
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(digits) => (true, digits),
+        None => (false, text.as_str()),
+    };
+    // u128 saturates at 2^128 - 1, beyond float32's overflow threshold 2^128 - 2^103; `as`
+    // rounds to nearest even, overflowing to infinity.
+    let magnitude = digits.parse::<u128>().unwrap_or(u128::MAX) as f32;
+    Some(Number::Double(if negative { -magnitude } else { magnitude } as f64))
 }
 
 /// The operator a builder method records. Extending the API with an operator is one entry in

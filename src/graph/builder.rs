@@ -178,10 +178,7 @@ impl GraphBuilder {
     /// `constant(dataType, value)`: a scalar, cast to the data type.
     pub fn constant_scalar(&mut self, data_type: DataType, value: Number) -> Result<Operand> {
         self.check_can_build()?;
-        let bytes = match data_type.is_wide() {
-            true => (value.to_integer(data_type) as u64).to_le_bytes().to_vec(),
-            false => ops::reference::encode(&[value.to_f64()], data_type),
-        };
+        let bytes = value.cast_bytes(data_type);
         let descriptor = OperandDescriptor::new(data_type, Vec::new());
         let host = HostBytes::from_slice(&bytes, self.context.host_byte_counter());
         Ok(self.push_constant(descriptor, host))

@@ -104,6 +104,10 @@ impl Number {
         }
     }
 
+    pub fn is_nan(self) -> bool {
+        matches!(self, Number::Double(x) if x.is_nan())
+    }
+
     /// The spec's cast of the number to an integer type, exactly: clamped to the type's range,
     /// a double rounded to nearest even first (NaN becoming 0).
     pub fn to_integer(self, data_type: DataType) -> i128 {
@@ -111,6 +115,8 @@ impl Number {
             DataType::Int64 => (i64::MIN as i128, i64::MAX as i128),
             DataType::Uint64 => (0, u64::MAX as i128),
             DataType::Int32 => (i32::MIN as i128, i32::MAX as i128),
+            // The spec's table casts uint32 as "signed", which contradicts its own note (the
+            // result is representable in the type) and MLNumber's text (cast to unsigned long).
             DataType::Uint32 => (0, u32::MAX as i128),
             DataType::Int8 => (i8::MIN as i128, i8::MAX as i128),
             DataType::Uint8 => (0, u8::MAX as i128),
@@ -118,9 +124,71 @@ impl Number {
         };
         match self {
             Number::BigInt(v) => v.clamp(lo, hi),
-            // `as` saturates, so the clamp is exact even where the bounds are not doubles.
+            // Rounding then clamping equals the spec's clamping then rounding, as the bounds are
+            // integers; `as` saturates (NaN to 0), so the clamp is exact where the bounds are
+            // not doubles.
             Number::Double(x) => (x.round_ties_even() as i128).clamp(lo, hi),
         }
+    }
+
+    /// The spec's cast (ConvertToFloat / ConvertToInt) to `data_type`, as a double. Exact for
+    /// every type but int64/uint64 beyond 2^53 (use [`Number::to_integer`] or
+    /// [`Number::cast_bytes`] for those).
+    pub fn cast_f64(self, data_type: DataType) -> f64 {
+        match data_type {
+            DataType::Float32 => self.to_f32() as f64,
+            DataType::Float16 => half::f16::from_bits(self.to_f16_bits()).to_f64(),
+            _ => self.to_integer(data_type) as f64,
+        }
+    }
+
+    /// The spec's cast to `data_type`, as the little-endian bytes of one element.
+    pub fn cast_bytes(self, data_type: DataType) -> Vec<u8> {
+        let v = self.to_integer(data_type);
+        match data_type {
+            DataType::Float32 => self.to_f32().to_le_bytes().to_vec(),
+            DataType::Float16 => self.to_f16_bits().to_le_bytes().to_vec(),
+            DataType::Int32 | DataType::Uint32 => (v as u32).to_le_bytes().to_vec(),
+            DataType::Int64 | DataType::Uint64 => (v as u64).to_le_bytes().to_vec(),
+            DataType::Int8 | DataType::Uint8 => vec![v as u8],
+        }
+    }
+
+    /// ConvertToFloat(x, 32): round to nearest even, overflowing to an infinity. Both `as` casts
+    /// round once from the exact value.
+    fn to_f32(self) -> f32 {
+        match self {
+            Number::Double(x) => x as f32,
+            Number::BigInt(v) => v as f32,
+        }
+    }
+
+    /// ConvertToFloat(x, 16), as binary16 bits: round to nearest even from the exact value
+    /// (through f32 or f64 rounding would round twice), |x| >= 65520 overflowing to infinity.
+    fn to_f16_bits(self) -> u16 {
+        let x = match self {
+            Number::Double(x) => x,
+            // Exact below 2^53; beyond, the result is an infinity either way.
+            Number::BigInt(v) => v as f64,
+        };
+        let sign = if x.is_sign_negative() { 0x8000u16 } else { 0 };
+        let a = x.abs();
+        if a.is_nan() {
+            return 0x7e00;
+        }
+        if a >= 65520.0 {
+            return sign | 0x7c00;
+        }
+        if a < f64::powi(2.0, -14) {
+            // Below 2^-14: a multiple of the subnormal step 2^-24 (1024 steps is the smallest
+            // normal, whose bits are 0x0400 as well). Scaling by a power of two is exact.
+            return sign | (a * 16_777_216.0).round_ties_even() as u16;
+        }
+        let exponent = ((a.to_bits() >> 52) as i32) - 1023;
+        // The significand in units of the last place: 1024 ..= 2048 after rounding.
+        let units = (a * f64::powi(2.0, 10 - exponent)).round_ties_even() as u16;
+        // A significand rounded up to 2048 carries into the exponent through the addition.
+        sign | ((((exponent + 15) as u16) << 10) + (units - 1024))
     }
 }
 
@@ -149,14 +217,15 @@ impl OperandDescriptor {
         self.shape.len()
     }
 
-    /// The spec's element count (1 for scalars).
+    /// The spec's element count (1 for scalars); `u64::MAX` when it overflows, which
+    /// [`check_dimensions`](Self::check_dimensions) and every byte limit reject.
     pub fn element_count(&self) -> u64 {
-        self.shape.iter().map(|&d| d as u64).product()
+        self.shape.iter().fold(1u64, |acc, &d| acc.saturating_mul(d as u64))
     }
 
-    /// The spec's byte length.
+    /// The spec's byte length; `u64::MAX` when it overflows, as [`element_count`](Self::element_count).
     pub fn byte_length(&self) -> u64 {
-        self.element_count() * self.data_type.byte_size()
+        self.element_count().saturating_mul(self.data_type.byte_size())
     }
 
     /// The spec's "check dimensions": every dimension and the element count are valid
@@ -185,11 +254,12 @@ impl std::fmt::Display for OperandDescriptor {
     }
 }
 
-/// Row-major strides of a shape, in elements.
+/// Row-major strides of a shape, in elements; saturated at `u64::MAX` for shapes whose element
+/// count overflows (which validation rejects).
 pub fn strides(shape: &[u32]) -> Vec<u64> {
     let mut strides = vec![1u64; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1] as u64;
+        strides[i] = strides[i + 1].saturating_mul(shape[i + 1] as u64);
     }
     strides
 }

@@ -105,9 +105,9 @@ pub fn limits() -> Vec<OpLimits> {
 /// a float type (IEEE minNum/maxNum ignore a NaN operand; WPT's cases); the spec's cast makes a
 /// NaN bound of an integer type 0.
 fn clamp_bounds(min_value: Option<Number>, max_value: Option<Number>, data_type: DataType) -> (f64, f64) {
-    let bound = |v: Option<Number>, default: f64| {
-        let v = v.map(Number::to_f64).filter(|v| !(v.is_nan() && data_type.is_float()));
-        cast_number(v.unwrap_or(default), data_type)
+    let bound = |v: Option<Number>, default: f64| match v.filter(|v| !(v.is_nan() && data_type.is_float())) {
+        Some(v) => v.cast_f64(data_type),
+        None => cast_number(default, data_type),
     };
     (bound(min_value, f64::NEG_INFINITY), bound(max_value, f64::INFINITY))
 }

@@ -149,19 +149,78 @@ fn scale_bias<'a>(
     (inputs, expression)
 }
 
+/// Error-free transformations of f32 values: Knuth's two-sum and Dekker's product with Veltkamp's
+/// split (its partial products are exact, so contracting them into `fma` changes nothing). A
+/// compiler may rewrite `(a + b) - a` as `b` (Mesa does for inexact operations; WGSL cannot mark
+/// them exact), which loses the error terms: `hide` passes each intermediate through a `select`
+/// on `g`, a condition false at run time that the compiler cannot know, for [`BATCH_NORM`].
+const TWO_FLOAT: &str = "fn hide(v: f32, g: bool) -> f32 {
+    return select(v, 0.0, g);
+}
+fn two_sum(a: f32, b: f32, g: bool) -> vec2<f32> {
+    let s = hide(a + b, g);
+    let bb = hide(s - a, g);
+    return vec2<f32>(s, (a - hide(s - bb, g)) + (b - bb));
+}
+fn split(a: f32, g: bool) -> vec2<f32> {
+    let c = hide(4097.0 * a, g);
+    let h = c - hide(c - a, g);
+    return vec2<f32>(h, a - h);
+}
+fn two_prod(a: f32, b: f32, g: bool) -> vec2<f32> {
+    let p = hide(a * b, g);
+    let x = split(a, g);
+    let y = split(b, g);
+    return vec2<f32>(p, ((x.x * y.x - p) + x.x * y.y + x.y * y.x) + x.y * y.y);
+}
+";
+
+/// `(x - mean) / sqrt(variance + epsilon) * scale + bias` with every step carried in two f32
+/// words (the quotient and the square root corrected from their exact residuals), so that the
+/// result is the float64 value rounded once: an activation after it (gelu, whose relative
+/// condition grows as x^2) would multiply the few ULP of the plain f32 steps. Where the split
+/// overflows (|values| near 1e35) the plain f32 formula.
+const BATCH_NORM: &str = "fn batch_norm(x: f32, mean: f32, variance: f32, epsilon: f32, scale: f32, bias: f32, g: bool) -> f32 {
+    let plain = (x - mean) / sqrt(variance + epsilon) * scale + bias;
+    let d = two_sum(x, -mean, g);
+    let v = two_sum(variance, epsilon, g);
+    let r = hide(sqrt(v.x), g);
+    let rr = two_prod(r, r, g);
+    let r_lo = (((v.x - rr.x) - rr.y) + v.y) / (2.0 * r);
+    let q = hide(d.x / r, g);
+    let qr = two_prod(q, r, g);
+    let q_lo = ((((d.x - qr.x) - qr.y) + d.y) - q * r_lo) / r;
+    let p = two_prod(q, scale, g);
+    let s = two_sum(p.x, bias, g);
+    let y = s.x + (s.y + (p.y + q_lo * scale));
+    return select(plain, y, abs(y) <= bitcast<f32>(0x7f7fffffu));
+}
+";
+
 pub fn lower_batch_normalization(o: &BatchNormalizationOptions, cx: &LowerContext) -> Result<Lowering> {
     let input = cx.inputs[0];
     let axis = o.axis as usize;
     let (_, inner) = outer_inner(&input.shape, axis);
     let channels = input.shape[axis];
     let eps = literal(epsilon(o.epsilon, input.data_type), "f32");
-    let (extra, expression) = scale_bias(cx, 3, o.has_scale, o.has_bias);
     let mut inputs = vec![("input", input), ("mean", cx.inputs[1]), ("variance", cx.inputs[2])];
-    inputs.extend(extra);
+    let mut next = 3;
+    let mut scale = "1.0".to_string();
+    let mut bias = "0.0".to_string();
+    if o.has_scale {
+        inputs.push(("scale", cx.inputs[next]));
+        scale = "load_scale(c)".into();
+        next += 1;
+    }
+    if o.has_bias {
+        inputs.push(("bias", cx.inputs[next]));
+        bias = "load_bias(c)".into();
+    }
     let body = format!(
-        "    let c = (i / {inner}u) % {channels}u;\n    let v = (load_input(i) - load_mean(c)) / sqrt(load_variance(c) + {eps});\n    return {expression};"
+        "    let c = (i / {inner}u) % {channels}u;\n    return batch_norm(load_input(i), load_mean(c), load_variance(c), {eps}, {scale}, {bias}, i == 0xffffffffu);"
     );
-    let launch = ElementwiseKernel { inputs, output: cx.outputs[0], helpers: String::new(), body }.build()?;
+    let helpers = format!("{TWO_FLOAT}{BATCH_NORM}");
+    let launch = ElementwiseKernel { inputs, output: cx.outputs[0], helpers, body }.build()?;
     Ok(Lowering::single(launch))
 }
 

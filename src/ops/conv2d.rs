@@ -486,12 +486,37 @@ fn check_i32(name: &str, values: &[u32]) -> Result<()> {
     Ok(())
 }
 
+/// The kernels compute input rows and columns in i32: conv2d and the pools as `o * stride -
+/// beginPadding + k * dilation`, whose values lie within `-beginPadding` and `input + endPadding
+/// + stride`; convTranspose2d as `o + beginPadding - k * dilation` (then divided by the stride),
+/// within `-(filter - 1) * dilation` and `output + beginPadding`. Past i32 a value would wrap
+/// and read the wrong input, or skip one that exists, so such an axis is not supported.
+pub(crate) fn check_index_range(name: &str, axis: usize, low: u64, high: u64) -> Result<()> {
+    if low > i32::MAX as u64 || high > i32::MAX as u64 {
+        let axis = ["height", "width"][axis.min(1)];
+        return Err(Error::NotSupported(format!(
+            "{name}: the {axis}'s sizes, padding, stride and dilation reach input positions from -{low} to {high}, beyond the kernel's 32-bit signed indices"
+        )));
+    }
+    Ok(())
+}
+
 /// One invocation per output element: the sum over its group's input channels and the filter
 /// window, accumulated in f32 (float16 is widened on load and rounded once on store).
 fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext, epilogue: Option<&Epilogue>) -> Result<Lowering> {
     check_i32("padding", &g.padding)?;
     check_i32("strides", &g.strides)?;
     check_i32("dilations", &g.dilations)?;
+    for axis in 0..2 {
+        let (begin, end) = (g.padding[2 * axis] as u64, g.padding[2 * axis + 1] as u64);
+        let (low, high) = if g.transpose {
+            let window = (g.filter_size[axis] as u64).saturating_sub(1) * g.dilations[axis] as u64;
+            (window, g.output_size[axis] as u64 + begin)
+        } else {
+            (begin, g.input_size[axis] as u64 + end + g.strides[axis] as u64)
+        };
+        check_index_range(if g.transpose { "convTranspose2d" } else { "conv2d" }, axis, low, high)?;
+    }
     let [osn, osc, osh, osw] = g.output_strides;
     let [isn, isc, ish, isw] = g.input_strides;
     let [fs0, fs1, fsh, fsw] = g.filter_strides;
@@ -504,30 +529,29 @@ fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext, epilogue: Option<&
     let icg = g.input_channels / g.groups;
     let ocg = g.output_channels / g.groups;
     let mut body = format!(
-        "    let n = (i / {osn}u) % {}u;\n    let oc = (i / {osc}u) % {}u;\n    let oh = i32((i / {osh}u) % {oh}u);\n    let ow = i32((i / {osw}u) % {ow}u);\n    let g = oc / {ocg}u;\n    var acc = 0.0;\n    for (var ic = 0u; ic < {icg}u; ic++) {{\n        let c = g * {icg}u + ic;\n        for (var kh = 0u; kh < {kh}u; kh++) {{\n",
+        "    let n = (i / {osn}u) % {}u;\n    let oc = (i / {osc}u) % {}u;\n    let oh = i32((i / {osh}u) % {oh}u);\n    let ow = i32((i / {osw}u) % {ow}u);\n    let g = oc / {ocg}u;\n    var acc = 0.0;\n",
         g.batches, g.output_channels
     );
-    // conv2d reads input row `oh * stride - padding + kh * dilation`; convTranspose2d is its
-    // adjoint, reading the input row `ih` with `ih * stride - padding + kh * dilation == oh`.
-    let (row, col, filter) = if g.transpose {
-        (
-            format!("            let th = oh + {pt} - i32(kh) * {dh};\n            if (th < 0 || th % {sh} != 0 || th / {sh} >= {ih}) {{ continue; }}\n            let ih = u32(th / {sh});\n"),
-            format!("                let tw = ow + {pl} - i32(kw) * {dw};\n                if (tw < 0 || tw % {sw} != 0 || tw / {sw} >= {iw}) {{ continue; }}\n                let iw = u32(tw / {sw});\n"),
-            format!("c * {fs0}u + (oc % {ocg}u) * {fs1}u + kh * {fsh}u + kw * {fsw}u"),
-        )
+    // A 1x1 filter without padding reads one input pixel, always in range: no window loops or
+    // bounds checks, which a CPU adapter (SwiftShader) pays for per channel.
+    let pointwise = !g.transpose && g.filter_size == [1, 1] && g.padding == [0; 4];
+    if pointwise {
+        body += &format!(
+            "    let ib = n * {isn}u + g * {icg}u * {isc}u + u32(oh) * {sh}u * {ish}u + u32(ow) * {sw}u * {isw}u;\n    let wb = oc * {fs0}u;\n    for (var ic = 0u; ic < {icg}u; ic++) {{\n        acc += load_input(ib + ic * {isc}u) * load_weight(wb + ic * {fs1}u);\n    }}\n"
+        );
+    } else if !g.transpose {
+        // The window outside, channels inside: each in-range filter tap checks its bounds once,
+        // then sums over the group's channels.
+        body += &format!(
+            "    for (var kh = 0u; kh < {kh}u; kh++) {{\n        let sh = oh * {sh} - {pt} + i32(kh) * {dh};\n        if (sh < 0 || sh >= {ih}) {{ continue; }}\n        for (var kw = 0u; kw < {kw}u; kw++) {{\n            let sw = ow * {sw} - {pl} + i32(kw) * {dw};\n            if (sw < 0 || sw >= {iw}) {{ continue; }}\n            let ib = n * {isn}u + g * {icg}u * {isc}u + u32(sh) * {ish}u + u32(sw) * {isw}u;\n            let wb = oc * {fs0}u + kh * {fsh}u + kw * {fsw}u;\n            for (var ic = 0u; ic < {icg}u; ic++) {{\n                acc += load_input(ib + ic * {isc}u) * load_weight(wb + ic * {fs1}u);\n            }}\n        }}\n    }}\n"
+        );
     } else {
-        (
-            format!("            let sh = oh * {sh} - {pt} + i32(kh) * {dh};\n            if (sh < 0 || sh >= {ih}) {{ continue; }}\n            let ih = u32(sh);\n"),
-            format!("                let sw = ow * {sw} - {pl} + i32(kw) * {dw};\n                if (sw < 0 || sw >= {iw}) {{ continue; }}\n                let iw = u32(sw);\n"),
-            format!("oc * {fs0}u + ic * {fs1}u + kh * {fsh}u + kw * {fsw}u"),
-        )
-    };
-    body += &row;
-    body += &format!("            for (var kw = 0u; kw < {kw}u; kw++) {{\n");
-    body += &col;
-    body += &format!(
-        "                acc += load_input(n * {isn}u + c * {isc}u + ih * {ish}u + iw * {isw}u) * load_weight({filter});\n            }}\n        }}\n    }}\n"
-    );
+        // convTranspose2d is conv2d's adjoint, reading the input row `ih` with
+        // `ih * stride - padding + kh * dilation == oh`.
+        body += &format!(
+            "    for (var ic = 0u; ic < {icg}u; ic++) {{\n        let c = g * {icg}u + ic;\n        for (var kh = 0u; kh < {kh}u; kh++) {{\n            let th = oh + {pt} - i32(kh) * {dh};\n            if (th < 0 || th % {sh} != 0 || th / {sh} >= {ih}) {{ continue; }}\n            let ih = u32(th / {sh});\n            for (var kw = 0u; kw < {kw}u; kw++) {{\n                let tw = ow + {pl} - i32(kw) * {dw};\n                if (tw < 0 || tw % {sw} != 0 || tw / {sw} >= {iw}) {{ continue; }}\n                let iw = u32(tw / {sw});\n                acc += load_input(n * {isn}u + c * {isc}u + ih * {ish}u + iw * {isw}u) * load_weight(c * {fs0}u + (oc % {ocg}u) * {fs1}u + kh * {fsh}u + kw * {fsw}u);\n            }}\n        }}\n    }}\n"
+        );
+    }
     let mut inputs = vec![("input", cx.inputs[0]), ("weight", cx.inputs[1])];
     let mut value = "acc".to_string();
     if has_bias {

@@ -5,7 +5,7 @@ use crate::graph::{DataType, OperandDescriptor};
 use crate::error::{Error, Result};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
 use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};
-use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{literal, value_type, ElementwiseKernel, LowerContext, Lowering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnaryOp {
@@ -93,13 +93,17 @@ pub fn validate(op: UnaryOp, inputs: &[&OperandDescriptor]) -> Result<Vec<Operan
 }
 
 /// `exp` with Cody-Waite argument reduction: `x = n ln2 + r`, `n ln2` exact in two parts, so large
-/// arguments lose no accuracy to the rounding of `x * log2(e)` inside `exp`. Beyond +-150 the
-/// result is 0 or infinity anyway (and infinities and NaN go straight to `exp`).
+/// arguments lose no accuracy to the rounding of `x * log2(e)` inside a GPU's `exp`; `exp(r)` for
+/// `|r| <= ln2 / 2` is its Taylor polynomial (truncation below 0.05 ULP), so the result does not
+/// depend on the GPU's `exp`. `2^n` is applied in two halves: `ldexp` is undefined beyond 2^128.
+/// Beyond +-104 the result is 0 or infinity (and infinities and NaN go straight to `exp`).
 pub const EXP_R: &str = "fn exp_r(x: f32) -> f32 {
-    if (!(abs(x) < 150.0)) { return exp(x); }
+    if (!(abs(x) < 104.0)) { return exp(x); }
     let n = round(x * 1.4426950);
     let r = (x - n * 0.693145751953125) - n * 1.4286068e-6;
-    return ldexp(exp(r), i32(n));
+    let p = 1.0 + r * (1.0 + r * (0.5 + r * (0.16666667 + r * (0.041666668 + r * (0.008333334 + r * (0.0013888889 + r * 0.0001984127))))));
+    let k = i32(n);
+    return ldexp(ldexp(p, k / 2), k - k / 2);
 }
 ";
 
@@ -132,6 +136,35 @@ const ERF: &str = "fn erf_f(x: f32) -> f32 {
 }
 ";
 
+/// `tan` with its own argument reduction: `x = k pi/2 + r`, `pi/2` in three parts (`k` times the
+/// first two exact for `|k| < 2^13`), so `r` keeps its relative accuracy next to the poles, where a
+/// GPU's `tan` (often `sin / cos` with a coarse reduction) loses it. `tan(r)` for `|r| <= pi/4` is
+/// Cephes' `tanf` polynomial, `-1 / tan(r)` for odd `k`. Beyond `|x| = 8192` the GPU's `tan`.
+const TAN: &str = "fn tan_f(x: f32) -> f32 {
+    if (!(abs(x) <= 8192.0)) { return tan(x); }
+    let k = round(x * 0.63661975);
+    let r = ((x - k * 1.5703125) - k * 4.837512969970703125e-4) - k * 7.549789954891882e-8;
+    let z = r * r;
+    let t = r + r * z * (0.333331568548 + z * (0.133387994085 + z * (0.0534112807005 + z * (0.0244301354525 + z * (0.00311992232697 + z * 0.00938540185543)))));
+    return select(t, -1.0 / t, (i32(k) & 1) != 0);
+}
+";
+
+/// `log` with IEEE's special values, -infinity at 0 and NaN below: a GPU's `log` is undefined
+/// there (SwiftShader's `log(0)` is finite).
+pub fn log_helper() -> String {
+    format!(
+        "fn log_f(x: f32) -> f32 {{
+    if (x == 0.0) {{ return {}; }}
+    if (!(x > 0.0)) {{ return {}; }}
+    return log(x);
+}}
+",
+        literal(f64::NEG_INFINITY, "f32"),
+        literal(f64::NAN, "f32")
+    )
+}
+
 /// A WGSL expression of `x` computing `op`, with any helper it needs.
 pub fn expression(op: UnaryOp) -> (String, String) {
     let e = match op {
@@ -139,17 +172,17 @@ pub fn expression(op: UnaryOp) -> (String, String) {
         UnaryOp::Ceil => "ceil(x)".to_string(),
         UnaryOp::Cos => "cos(x)".to_string(),
         UnaryOp::Erf => return ("erf_f(x)".to_string(), format!("{EXP_R}{ERFC}{ERF}")),
-        UnaryOp::Exp => "exp(x)".to_string(),
+        UnaryOp::Exp => return ("exp_r(x)".to_string(), EXP_R.to_string()),
         UnaryOp::Floor => "floor(x)".to_string(),
         UnaryOp::Identity => "x".to_string(),
-        UnaryOp::Log => "log(x)".to_string(),
+        UnaryOp::Log => return ("log_f(x)".to_string(), log_helper()),
         UnaryOp::Neg => "-x".to_string(),
         UnaryOp::Reciprocal => "1.0 / x".to_string(),
         UnaryOp::RoundEven => "round(x)".to_string(),
         UnaryOp::Sin => "sin(x)".to_string(),
         UnaryOp::Sign => "sign(x)".to_string(),
         UnaryOp::Sqrt => "sqrt(x)".to_string(),
-        UnaryOp::Tan => "tan(x)".to_string(),
+        UnaryOp::Tan => return ("tan_f(x)".to_string(), TAN.to_string()),
     };
     (e, String::new())
 }

@@ -242,7 +242,8 @@ pub struct Gemv {
 const GPU_GEMV_GROUPS: u64 = 512;
 /// M up to this uses the GEMV or dot kernel (every row in registers, the weight read once).
 const GEMV_ROWS: u32 = 8;
-/// Outputs with fewer rows or columns than this use the direct kernel when no other fits.
+/// Outputs with fewer rows or columns than this use the direct kernel when no other fits (on a
+/// GPU adapter).
 const DIRECT_BELOW: u32 = 16;
 /// The direct kernel's output words per workgroup and the k-slices each word is split into.
 const DIRECT_WORDS: u64 = 32;
@@ -391,7 +392,11 @@ impl Product<'_> {
         if m <= GEMV_ROWS && along_k {
             return self.dot_for(Regs { wx: CPU_GEMV_THREADS, wy: 1, tm: m, tn: 4 });
         }
-        if m < DIRECT_BELOW || n < DIRECT_BELOW {
+        // On a CPU adapter the register kernel (ragged blocks masked) instead: a CPU runs the
+        // direct kernel's workgroups of 256 invocations meeting at a barrier slowest of all.
+        // A forced tile shape stands for a GPU (tests of the GPU path).
+        let gpu = !self.device.cpu || shape_override("WEBNN_WGPU_MATMUL_TILES").is_some();
+        if (m < DIRECT_BELOW || n < DIRECT_BELOW) && gpu {
             return Ok(Lowering::single(self.direct()?));
         }
         match self.choose_tiles() {

@@ -126,7 +126,7 @@ pub fn lower_index_map(cx: &LowerContext, terms: &[String]) -> Result<Lowering> 
 
 /// `(outer, inner)`: the element counts of the dimensions before and after `axis`.
 pub fn outer_inner(shape: &[u32], axis: usize) -> (u64, u64) {
-    let product = |dims: &[u32]| dims.iter().map(|&d| d as u64).product::<u64>();
+    let product = |dims: &[u32]| dims.iter().fold(1u64, |acc, &d| acc.saturating_mul(d as u64));
     let (before, after) = shape.split_at(axis.min(shape.len()));
     (product(before), product(after.get(1..).unwrap_or(&[])))
 }

@@ -12,7 +12,7 @@ use crate::graph::operand::{strides, MAX_RANK};
 use crate::graph::{Number, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{MoveKernel, Source};
-use crate::ops::reference::{coords, encode, linear, round_to, HostTensor};
+use crate::ops::reference::{coords, linear, HostTensor};
 use crate::ops::wgsl::{coords_fn, wide_literal, BufRef, LowerContext, Lowering};
 
 /// `MLPaddingMode`.
@@ -133,7 +133,7 @@ fn constant_bits(value: Number, input: &OperandDescriptor) -> String {
     if input.data_type.is_wide() {
         return wide_literal(value.to_integer(input.data_type));
     }
-    let mut bytes = encode(&[value.to_f64()], input.data_type);
+    let mut bytes = value.cast_bytes(input.data_type);
     bytes.resize(4, 0);
     format!("{}u", u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
 }
@@ -141,7 +141,7 @@ fn constant_bits(value: Number, input: &OperandDescriptor) -> String {
 pub fn reference(o: &PadOptions, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
     let input = &inputs[0];
     let out = &outputs[0];
-    let value = round_to(o.value.to_f64(), input.descriptor.data_type);
+    let value = o.value.cast_f64(input.descriptor.data_type);
     let data = (0..out.element_count() as usize)
         .map(|i| {
             let c = coords(i, &out.shape);

@@ -186,6 +186,11 @@ pub fn lower(kind: PoolKind, o: &Pool2dOptions, cx: &LowerContext) -> Result<Low
             kind.name()
         )));
     }
+    for axis in 0..2 {
+        let (begin, end) = (g.padding[2 * axis] as u64, g.padding[2 * axis + 1] as u64);
+        let high = g.input_size[axis] as u64 + end + g.strides[axis] as u64;
+        crate::ops::conv2d::check_index_range(kind.name(), axis, begin, high)?;
+    }
     let data_type = cx.inputs[0].data_type;
     let vt = value_type(data_type)?;
     let [osn, osc, osh, osw] = g.strides(g.output_size);

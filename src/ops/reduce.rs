@@ -291,7 +291,18 @@ fn reduce_stats(op: ReduceOp, data_type: DataType) -> Result<(Stat, Option<Stat>
     Ok(match op {
         ReduceOp::L1 => (Stat::sum("abs(x)", "acc"), None),
         ReduceOp::L2 => (Stat::sum("x * x", "sqrt(acc)"), None),
-        ReduceOp::LogSum => (Stat::sum("x", "log(acc)"), None),
+        // IEEE's log: a sum of 0 is -infinity, a negative one NaN (a GPU's `log` is undefined there).
+        ReduceOp::LogSum => (
+            Stat::sum(
+                "x",
+                &format!(
+                    "select(select({}, log(acc), acc > 0.0), {}, acc == 0.0)",
+                    literal(f64::NAN, "f32"),
+                    literal(f64::NEG_INFINITY, "f32")
+                ),
+            ),
+            None,
+        ),
         // log(sum(exp(x))) = max + log(sum(exp(x - max))); an infinite max is the result itself.
         ReduceOp::LogSumExp => (
             Stat { init: lowest.clone(), map: "x".into(), combine: "max(a, b)".into(), finish: "acc".into() },

@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::operand::strides;
-use crate::graph::{DataType, OperandDescriptor};
+use crate::graph::{DataType, Number, OperandDescriptor};
 
 /// A tensor on the host with its values widened to `f64`.
 #[derive(Debug, Clone, PartialEq)]
@@ -228,20 +228,5 @@ pub fn map_broadcast_exact(
 /// to nearest even (overflow to infinity), integers clamp to the type's range and then round to
 /// nearest even, NaN becoming 0.
 pub fn cast_number(x: f64, data_type: DataType) -> f64 {
-    let (lo, hi) = match data_type {
-        DataType::Float32 => return x as f32 as f64,
-        DataType::Float16 => return half::f16::from_f64(x).to_f64(),
-        DataType::Int32 => (i32::MIN as f64, i32::MAX as f64),
-        // The spec casts to uint32 as "signed"; the unsigned range is what a uint32 can hold.
-        DataType::Uint32 => (0.0, u32::MAX as f64),
-        DataType::Int64 => (i64::MIN as f64, i64::MAX as f64),
-        DataType::Uint64 => (0.0, u64::MAX as f64),
-        DataType::Int8 => (i8::MIN as f64, i8::MAX as f64),
-        DataType::Uint8 => (0.0, u8::MAX as f64),
-    };
-    if x.is_nan() {
-        return 0.0;
-    }
-    let r = x.clamp(lo, hi).round_ties_even();
-    r + 0.0
+    Number::Double(x).cast_f64(data_type)
 }

@@ -102,17 +102,45 @@ pub fn lower(o: &Resample2dOptions, cx: &LowerContext) -> Result<Lowering> {
     let mut helpers = coords_fn("out", &out.shape);
     let offset: Vec<String> = (0..4).map(|a| format!("d[{a}] * {}u", in_strides[a])).collect();
     helpers += &format!("fn offset_in(d: array<u32, 4>) -> u32 {{ return {}; }}\n", offset.join(" + "));
-    // Source coordinate along one axis: `n / size` with `n = (2o + 1) * in - out` over `2 out`
-    // gives `inputCoordinate` exactly for nearest-neighbor (integers), and as f32 for linear.
-    helpers += "fn nearest(o: u32, inp: u32, outp: u32) -> u32 {
-    let n = i32((2u * o + 1u) * inp) - 2 * i32(outp);
-    let d = 2 * i32(outp);
-    // ceil(n / d) for a positive d.
-    let q = select(-((-n) / d), (n + d - 1) / d, n > 0);
-    return u32(clamp(q, 0, i32(inp) - 1));
+    // Source coordinate along one axis: `inputCoordinate + 0.5 = (2o + 1) * in / (2 out)`,
+    // divided exactly in 64 bits (the product passes 2^32 for long axes): nearest-neighbor's
+    // `ceil(inputCoordinate - 0.5)` is the quotient rounded up, less 1; linear's coordinate is
+    // quotient and remainder as f32.
+    helpers += "// (q, r) with (2o + 1) * inp = q * 2 outp + r.
+fn scaled(o: u32, inp: u32, outp: u32) -> vec2<u32> {
+    let a = 2u * o + 1u;
+    let d = 2u * outp;
+    let al = a & 0xffffu; let ah = a >> 16u;
+    let bl = inp & 0xffffu; let bh = inp >> 16u;
+    let ll = al * bl; let lh = al * bh; let hl = ah * bl;
+    let mid = (ll >> 16u) + (lh & 0xffffu) + (hl & 0xffffu);
+    var lo = (ll & 0xffffu) | (mid << 16u);
+    var r = ah * bh + (lh >> 16u) + (hl >> 16u) + (mid >> 16u);
+    if (r == 0u) {
+        return vec2<u32>(lo / d, lo % d);
+    }
+    // Long division of r:lo by d; r < d throughout, as a < d makes the quotient below inp.
+    var q = 0u;
+    for (var i = 0u; i < 32u; i++) {
+        let carry = r >> 31u;
+        r = (r << 1u) | (lo >> 31u);
+        lo = lo << 1u;
+        q = q << 1u;
+        if (carry == 1u || r >= d) {
+            r = r - d;
+            q = q | 1u;
+        }
+    }
+    return vec2<u32>(q, r);
+}
+fn nearest(o: u32, inp: u32, outp: u32) -> u32 {
+    let s = scaled(o, inp, outp);
+    // The product is at least 1, so the rounded-up quotient is too.
+    return min(s.x + select(0u, 1u, s.y != 0u) - 1u, inp - 1u);
 }
 fn source(o: u32, inp: u32, outp: u32) -> f32 {
-    return clamp(f32((2u * o + 1u) * inp) / f32(2u * outp) - 0.5, 0.0, f32(inp - 1u));
+    let s = scaled(o, inp, outp);
+    return clamp(f32(s.x) + f32(s.y) / f32(2u * outp) - 0.5, 0.0, f32(inp - 1u));
 }
 ";
     let [a0, a1] = o.axes();

@@ -111,7 +111,7 @@ pub fn elements_per_word(data_type: DataType) -> u64 {
 
 /// Byte size of the GPU buffer holding a descriptor: rounded up to whole 4-byte words.
 pub fn buffer_size(descriptor: &OperandDescriptor) -> u64 {
-    (descriptor.byte_length().max(4) + 3) / 4 * 4
+    descriptor.byte_length().max(4).saturating_add(3) / 4 * 4
 }
 
 /// Conversions between f32 and float16 bits, with round-to-nearest-even.

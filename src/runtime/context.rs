@@ -139,6 +139,11 @@ fn shared_instance() -> wgpu::Instance {
     INSTANCE.with(|i| i.get_or_init(|| wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle())).clone())
 }
 
+/// Room kept below the device's buffer limits for what a backend adds to a buffer's memory
+/// (alignment, over-read padding): SwiftShader cannot allocate a buffer of exactly the
+/// maxBufferSize it advertises, so a tensor of maxTensorByteLength would fail with UnknownError.
+const ALLOCATION_HEADROOM: u64 = 64 * 1024;
+
 /// A handle to a context; clones share it.
 #[derive(Clone)]
 pub struct Context {
@@ -396,6 +401,15 @@ impl Context {
         }
     }
 
+    /// Counts one buffer creation for [`fail_next_allocations`](Self::fail_next_allocations).
+    pub(crate) fn inject_allocation_failure(&self) {
+        let inner = &self.inner;
+        if inner.open_allocation_scopes.get() > 0 && inner.failing_allocations.get() > 0 {
+            inner.failing_allocations.set(inner.failing_allocations.get() - 1);
+            inner.injected_failures.set(inner.injected_failures.get() + 1);
+        }
+    }
+
     /// Test-only fault injection: the next `n` buffer creations inside an allocation check
     /// report out of memory, as a GPU that ran out would (the buffers are still created, and
     /// freed by the failure path). Real exhaustion cannot be provoked safely in tests.
@@ -538,21 +552,25 @@ impl Context {
         self.inner.device.destroy();
     }
 
-    /// Fails with a `TypeError` naming the limit when a tensor would not fit one storage binding.
+    /// Fails with a `TypeError` naming the limit when a tensor's byte length is over
+    /// `maxTensorByteLength` (the spec's "check dimensions"). The limit is a multiple of 4, so
+    /// the tensor's buffer, rounded up to whole words, fits too.
     pub fn check_tensor_byte_length(&self, descriptor: &OperandDescriptor) -> Result<()> {
         let max = self.max_tensor_byte_length();
-        let size = buffer_size(descriptor);
+        let size = descriptor.byte_length();
         if size > max {
-            return Err(Error::Type(format!(
-                "{descriptor} needs {size} bytes, more than this adapter's maxStorageBufferBindingSize/maxBufferSize of {max} bytes"
-            )));
+            return Err(Error::Type(format!("{descriptor} has {size} bytes, more than maxTensorByteLength ({max} bytes)")));
         }
         Ok(())
     }
 
-    /// `opSupportLimits().maxTensorByteLength`.
+    /// `opSupportLimits().maxTensorByteLength`: what one buffer bound whole to one storage binding
+    /// can hold (the device's maxBufferSize and maxStorageBufferBindingSize, the adapter's as
+    /// requested), less [`ALLOCATION_HEADROOM`], in whole 4-byte words.
     pub fn max_tensor_byte_length(&self) -> u64 {
-        (self.inner.limits.max_storage_buffer_binding_size as u64).min(self.inner.limits.max_buffer_size)
+        let limits = &self.inner.limits;
+        let binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+        binding.saturating_sub(ALLOCATION_HEADROOM) / 4 * 4
     }
 
     fn check_not_lost(&self) -> Result<()> {
@@ -617,11 +635,7 @@ impl Context {
 
     /// Creates a registered storage buffer without waiting for allocation errors.
     pub(crate) fn create_buffer_unchecked(&self, size: u64, label: &str) -> DeviceBuffer {
-        let inner = &self.inner;
-        if inner.open_allocation_scopes.get() > 0 && inner.failing_allocations.get() > 0 {
-            inner.failing_allocations.set(inner.failing_allocations.get() - 1);
-            inner.injected_failures.set(inner.injected_failures.get() + 1);
-        }
+        self.inject_allocation_failure();
         let buffer = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size,
@@ -766,15 +780,24 @@ impl Context {
         Ok(self.start_read(&buffer.buffer, buffer.size))
     }
 
-    /// Copies a buffer to a mappable one and starts mapping it.
+    /// Copies a buffer to a mappable one and starts mapping it. The staging buffer is created
+    /// inside an out-of-memory scope whose verdict [`finish_read`](Self::finish_read) awaits.
     fn start_read(&self, buffer: &wgpu::Buffer, size: u64) -> PendingRead {
         let device = &self.inner.device;
+        let scope = self.allocation_scope();
+        self.inject_allocation_failure();
         let staging = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readTensor staging"),
             size,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
+        let out_of_memory = Box::pin(scope.close());
+        // Pending dispatches go in a submission of their own: a staging buffer the GPU could not
+        // allocate invalidates the submission that copies into it.
+        if self.has_pending_work() {
+            self.submit_pending();
+        }
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readTensor") });
         let recorded = self.record_pending(&mut encoder);
         encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
@@ -782,12 +805,16 @@ impl Context {
         drop(recorded);
         let (sender, mapped) = oneshot::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |result| sender.send(result));
-        PendingRead { staging, mapped }
+        PendingRead { staging, mapped, out_of_memory }
+    }
+
+    fn has_pending_work(&self) -> bool {
+        !self.inner.pending_passes.borrow().is_empty() || !self.inner.pending_copies.borrow().is_empty()
     }
 
     /// Waits for a started read and returns the bytes.
     async fn finish_read(&self, pending: PendingRead) -> Result<Vec<u8>> {
-        let PendingRead { staging, mapped } = pending;
+        let PendingRead { staging, mapped, out_of_memory } = pending;
         // Native backends deliver the callback from poll(); on the web this is a no-op. Natively,
         // non-blocking polls come first for a short while: a blocking wait returns 20-25 µs after
         // the GPU is done (H200, Vulkan), as much as a whole read costs when the work before it
@@ -805,8 +832,15 @@ impl Context {
             let _ = self.inner.device.poll(wgpu::PollType::wait_indefinitely());
         }
         let mapped = mapped.await;
+        let out_of_memory = out_of_memory.await;
         if let Some(message) = self.inner.lost.get() {
             return Err(Error::InvalidState(message));
+        }
+        // Not retried: the copy was the tensor's state when the read was issued, and later work
+        // may have changed it since. The tensor keeps its bytes; a later read can succeed.
+        if let Some(e) = out_of_memory {
+            staging.destroy();
+            return Err(Error::Unknown(format!("GPU allocation of {} bytes to read the tensor failed: {e}", staging.size())));
         }
         if let Err(e) = mapped {
             // A mapping fails when the device is being lost, and the loss is reported a moment
@@ -947,6 +981,8 @@ const READ_SPIN: std::time::Duration = std::time::Duration::from_millis(1);
 struct PendingRead {
     staging: wgpu::Buffer,
     mapped: oneshot::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+    /// The verdict of the staging buffer's out-of-memory scope.
+    out_of_memory: Pin<Box<dyn Future<Output = Option<String>>>>,
 }
 
 /// A read issued at once, or queued behind deferred work.

@@ -90,7 +90,8 @@ impl PipelineCache {
     }
 }
 
-#[cfg(test)]
+// Native: `wasm-pack test` builds the unit tests for wasm32 too.
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use crate::runtime::{Context, ContextOptions};
 

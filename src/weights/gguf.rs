@@ -6,7 +6,8 @@
 
 use crate::error::{Error, Result};
 use crate::weights::{
-    check_no_overlap, checked_elements, Format, MetadataValue, Source, StoredType, TensorInfo, WeightFile,
+    check_no_overlap, checked_elements, Format, HeaderBudget, MetadataValue, Source, StoredType, TensorInfo,
+    WeightFile, MAX_STRING_BYTES, MAX_TENSORS,
 };
 
 pub const MAGIC: &[u8; 4] = b"GGUF";
@@ -79,6 +80,7 @@ struct Cursor<'a> {
     file_len: u64,
     pos: u64,
     values: u64,
+    budget: HeaderBudget,
 }
 
 impl<'a> Cursor<'a> {
@@ -131,8 +133,33 @@ impl<'a> Cursor<'a> {
 
     fn string(&mut self, what: &dyn Fn() -> String) -> Parse<String> {
         let len = self.u64(what)?;
+        // Past the end of the file is reported as such by `take`.
+        if len > MAX_STRING_BYTES as u64 && len <= self.remaining() {
+            return Err(Stop::Bad(Error::Data(format!(
+                "{}: {} at offset {} claims {len} bytes, past the {MAX_STRING_BYTES}-byte limit of strings",
+                self.file,
+                what(),
+                self.pos
+            ))));
+        }
         let bytes = self.take(len, what)?;
-        Ok(String::from_utf8_lossy(bytes).into_owned())
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        self.charge(text.len() as u64, 0, what)?;
+        Ok(text)
+    }
+
+    /// Charges `bytes` of parsed memory to the budget, which grows with the header read so far
+    /// and the `ahead` bytes that what is charged for will take in the file.
+    fn charge(&mut self, bytes: u64, ahead: u64, what: &dyn Fn() -> String) -> Parse<()> {
+        self.budget.grow_to(self.pos.saturating_add(ahead).min(MAX_HEADER_BYTES));
+        self.budget.charge(bytes).map_err(|limit| {
+            Stop::Bad(Error::Data(format!(
+                "{}: {} at offset {} would take more than the {limit} bytes of memory allowed for a header of this size",
+                self.file,
+                what(),
+                self.pos
+            )))
+        })
     }
 
     /// Fails early when `count` items of at least `min_size` bytes each cannot fit in the file,
@@ -183,8 +210,18 @@ impl<'a> Cursor<'a> {
                 }
                 let element_type = self.u32(what)?;
                 let count = self.u64(what)?;
-                self.check_count(count, min_value_size(self.file, element_type, what)?, what)?;
-                let mut items = Vec::new();
+                let min_size = min_value_size(self.file, element_type, what)?;
+                self.check_count(count, min_size, what)?;
+                if self.values.saturating_add(count) > MAX_METADATA_VALUES {
+                    return Err(Stop::Bad(Error::Data(format!(
+                        "{}: {}: an array of {count} values, more than the {MAX_METADATA_VALUES} values metadata may hold",
+                        self.file,
+                        what()
+                    ))));
+                }
+                // check_count bounds `count * min_size` by the file's length.
+                self.charge(count * std::mem::size_of::<MetadataValue>() as u64, count * min_size, what)?;
+                let mut items = Vec::with_capacity(count as usize);
                 for _ in 0..count {
                     items.push(self.value(element_type, depth + 1, what)?);
                 }
@@ -246,7 +283,8 @@ pub fn parse_header(file: &str, bytes: &[u8], file_len: u64) -> Result<WeightFil
 }
 
 fn parse_prefix(file: &str, buf: &[u8], file_len: u64) -> Parse<WeightFile> {
-    let mut c = Cursor { file, buf, file_len: file_len.max(buf.len() as u64), pos: 0, values: 0 };
+    let mut c =
+        Cursor { file, buf, file_len: file_len.max(buf.len() as u64), pos: 0, values: 0, budget: HeaderBudget::new(0) };
     let magic = c.array::<4>(&|| "the GGUF magic".into())?;
     if &magic != MAGIC {
         return Err(Error::Data(format!("{file}: not a GGUF file: the magic is {magic:02x?}, not \"GGUF\"")).into());
@@ -263,8 +301,20 @@ fn parse_prefix(file: &str, buf: &[u8], file_len: u64) -> Parse<WeightFile> {
     // length, a dimension count, a type and an offset.
     c.check_count(kv_count, 13, &|| "the metadata key/value count".into())?;
     c.check_count(tensor_count, 24, &|| "the tensor count".into())?;
-
-    let mut metadata = Vec::new();
+    if tensor_count > MAX_TENSORS as u64 {
+        return Err(Error::Data(format!("{file}: the header lists {tensor_count} tensors, more than {MAX_TENSORS}")).into());
+    }
+    if kv_count > MAX_METADATA_VALUES {
+        return Err(Error::Data(format!(
+            "{file}: the header lists {kv_count} metadata key/values, more than {MAX_METADATA_VALUES}"
+        ))
+        .into());
+    }
+    // Both counts are bounded by the file's length above.
+    c.charge(kv_count * std::mem::size_of::<(String, MetadataValue)>() as u64, kv_count * 13, &|| {
+        "the metadata key/values".into()
+    })?;
+    let mut metadata = Vec::with_capacity(kv_count as usize);
     let mut alignment = DEFAULT_ALIGNMENT;
     for i in 0..kv_count {
         let key = c.string(&|| format!("metadata key #{i}"))?;
@@ -285,8 +335,11 @@ fn parse_prefix(file: &str, buf: &[u8], file_len: u64) -> Parse<WeightFile> {
         metadata.push((key, value));
     }
 
-    let mut tensors: Vec<TensorInfo> = Vec::new();
-    let mut names = std::collections::HashSet::new();
+    // A tensor info and its name's entry in `names`.
+    let tensor_size = (std::mem::size_of::<TensorInfo>() + 2 * std::mem::size_of::<String>()) as u64;
+    c.charge(tensor_count * tensor_size, tensor_count * 24, &|| "the tensor infos".into())?;
+    let mut tensors: Vec<TensorInfo> = Vec::with_capacity(tensor_count as usize);
+    let mut names = std::collections::HashSet::with_capacity(tensor_count as usize);
     for i in 0..tensor_count {
         let name = c.string(&|| format!("the name of tensor #{i}"))?;
         let what = || format!("tensor '{name}'");
@@ -295,7 +348,9 @@ fn parse_prefix(file: &str, buf: &[u8], file_len: u64) -> Parse<WeightFile> {
         if n_dims > MAX_DIMS {
             return Err(bad(format!("{n_dims} dimensions, more than ggml's {MAX_DIMS}")));
         }
-        let mut ne = Vec::new();
+        // The shape, the type name and the name's second copy in `names`.
+        c.charge(8 * n_dims as u64 + 8 + name.len() as u64, 0, &what)?;
+        let mut ne = Vec::with_capacity(n_dims as usize);
         for _ in 0..n_dims {
             ne.push(c.u64(&what)?);
         }

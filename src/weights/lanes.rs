@@ -187,7 +187,8 @@ impl Lanes {
     }
 }
 
-#[cfg(test)]
+// Native: `wasm-pack test` builds the unit tests for wasm32 too.
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
     use std::future::Future;

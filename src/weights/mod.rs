@@ -118,8 +118,9 @@ pub struct TensorInfo {
 }
 
 impl TensorInfo {
+    /// Saturates, though the readers reject shapes whose count overflows.
     pub fn element_count(&self) -> u64 {
-        self.shape.iter().product()
+        self.shape.iter().fold(1u64, |acc, &d| acc.saturating_mul(d))
     }
 }
 
@@ -166,6 +167,56 @@ impl WeightFile {
 
     pub fn metadata(&self, key: &str) -> Option<&MetadataValue> {
         self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+}
+
+/// The most tensors a header may list (large mixture-of-experts checkpoints have tens of
+/// thousands in one file).
+pub const MAX_TENSORS: usize = 1 << 18;
+/// The most dimensions a safetensors shape may have (GGUF's own limit is 4).
+pub const MAX_DIMS: usize = 64;
+/// The longest string a header may hold (names, metadata keys and values; chat templates are
+/// the longest real ones, tens of KiB).
+pub const MAX_STRING_BYTES: usize = 1 << 20;
+/// Memory a parsed header may take per byte of header read, beyond [`HEADER_BUDGET_SLACK`]
+/// (a tokenizer's int32 array takes 8 bytes parsed per byte on 64-bit targets).
+const PARSED_PER_HEADER_BYTE: u64 = 8;
+const HEADER_BUDGET_SLACK: u64 = 1 << 20;
+/// The most memory a parsed header may take, whatever its size.
+pub const MAX_PARSED_HEADER_BYTES: u64 = 256 << 20;
+
+/// The memory a header's parse may allocate: charged before each allocation sized by the file,
+/// so a hostile header fails with a `DataError` instead of exhausting memory (on the web, an
+/// out-of-memory abort would kill every graph of the page).
+pub(crate) struct HeaderBudget {
+    used: u64,
+    limit: u64,
+}
+
+impl HeaderBudget {
+    /// The budget of a header of `header_bytes` bytes.
+    pub(crate) fn new(header_bytes: u64) -> HeaderBudget {
+        HeaderBudget { used: 0, limit: Self::limit(header_bytes) }
+    }
+
+    fn limit(header_bytes: u64) -> u64 {
+        header_bytes.saturating_mul(PARSED_PER_HEADER_BYTE).saturating_add(HEADER_BUDGET_SLACK).min(MAX_PARSED_HEADER_BYTES)
+    }
+
+    /// Charges `bytes`; `Err(limit)` when they do not fit.
+    pub(crate) fn charge(&mut self, bytes: u64) -> std::result::Result<(), u64> {
+        match self.used.checked_add(bytes) {
+            Some(used) if used <= self.limit => {
+                self.used = used;
+                Ok(())
+            }
+            _ => Err(self.limit),
+        }
+    }
+
+    /// Raises the limit to that of a header of `header_bytes` bytes (one read as it goes).
+    pub(crate) fn grow_to(&mut self, header_bytes: u64) {
+        self.limit = self.limit.max(Self::limit(header_bytes));
     }
 }
 

@@ -237,12 +237,24 @@ impl<S: Source + 'static> FileTensor<S> {
         let (source, info) = (&*self.source, &self.info);
         let stats = match host_copy_size(info, self.target) {
             Some(size) if cache.make_room(size) => {
+                let scope = context.allocation_scope();
+                context.inject_allocation_failure();
                 let pinned = context.device().create_buffer(&wgpu::BufferDescriptor {
                     label: Some("host copy"),
                     size,
                     usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
                     mapped_at_creation: true,
                 });
+                // Confirmed before anything writes to it or copies from it (a buffer the GPU could
+                // not allocate invalidates the submission that copies from it); without it the
+                // tensor streams straight to the GPU and keeps no host copy.
+                if scope.close().await.is_some() {
+                    pinned.destroy();
+                    let sink = Sink::Queue(buffer);
+                    let stats = stream_tensor(context, source, info, self.target, sink, &self.options, progress).await?;
+                    memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
+                    return Ok(stats);
+                }
                 let stats = stream_tensor(context, source, info, self.target, Sink::Host(&pinned), &self.options, progress).await?;
                 pinned.unmap();
                 let copy = cache.keep(pinned, size, memory.tick());

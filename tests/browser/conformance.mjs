@@ -10,10 +10,19 @@ import { start, openHarness, withTimeout, writeOut, ROOT } from './browser.mjs';
 const CASE_TIMEOUT_MS = Number(process.env.CASE_TIMEOUT_MS || 120000);
 const dir = path.join(ROOT, 'tests/conformance/wpt');
 let files = fs.readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
-if (process.env.WPT_FILES) {
-  const only = process.env.WPT_FILES.split(',');
+// As tests/conformance_native.rs: a mistyped WPT_FILES name is an error, every listed file (and
+// every file with cases) must run at least one case, and all files at least MIN_CASES_RUN.
+const MIN_CASES_RUN = 1400;
+const only = process.env.WPT_FILES ? process.env.WPT_FILES.split(',').map((f) => f.trim()).filter(Boolean) : null;
+if (only) {
+  const unknown = only.filter((f) => !files.includes(f));
+  if (only.length === 0 || unknown.length > 0) {
+    console.log(`WPT_FILES=${process.env.WPT_FILES}: no such files ${JSON.stringify(unknown)} in ${dir}`);
+    process.exit(1);
+  }
   files = files.filter((f) => only.includes(f));
 }
+const gateFailures = [];
 
 const { browser, url, close } = await start();
 
@@ -52,6 +61,9 @@ for (const file of files) {
   if (page) await page.close().catch(() => {});
   const ms = Date.now() - started;
   report.files[file] = { ...counts, ms, cases: results };
+  if (counts.pass + counts.fail + counts.unsupported === 0 && (cases.length > 0 || only)) {
+    gateFailures.push(`${file}: no case ran (${counts.skip} skipped)`);
+  }
   for (const k of Object.keys(counts)) report.totals[k] += counts[k];
   console.log(`${file.padEnd(32)} pass ${String(counts.pass).padStart(4)}  fail ${String(counts.fail).padStart(4)}  unsupported ${String(counts.unsupported).padStart(4)}  skip ${String(counts.skip).padStart(4)}  ${(ms / 1000).toFixed(1)} s`);
   const notable = results.filter((r) => r.status === 'fail' || r.status === 'unsupported');
@@ -73,4 +85,8 @@ console.log(`${t.pass + t.fail + t.unsupported + t.skip} cases in ${report.secon
 console.log(`unsupported (operator missing or NotSupportedError): ${t.unsupported}; skipped (data type or rank not in opSupportLimits()): ${t.skip}`);
 console.log(`conformance: ${t.pass} passed, ${t.fail + t.unsupported} failed, ${t.skip} skipped`);
 if (setupError) console.log(`harness error: ${setupError}`);
-process.exit(t.fail + t.unsupported > 0 || t.pass === 0 ? 1 : 0);
+if (!only && t.pass + t.fail + t.unsupported < MIN_CASES_RUN) {
+  gateFailures.push(`only ${t.pass + t.fail + t.unsupported} cases ran, fewer than ${MIN_CASES_RUN}`);
+}
+for (const f of gateFailures) console.log(`FAIL ${f}`);
+process.exit(t.fail + t.unsupported > 0 || t.pass === 0 || gateFailures.length > 0 ? 1 : 0);

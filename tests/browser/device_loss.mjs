@@ -3,7 +3,8 @@
 // pending readTensor must reject with InvalidStateError, later calls must fail as the spec's
 // steps say (the context's graphs and tensors are destroyed by the loss), and
 // navigator.ml.createContext() must give a new context that computes. Also out of memory: a
-// tensor over maxTensorByteLength is a TypeError, one over a memoryBudget a QuotaExceededError,
+// tensor over maxTensorByteLength is a TypeError, one of exactly maxTensorByteLength bytes is
+// allocated (its last bytes written and read back by graphs), one over a memoryBudget a QuotaExceededError,
 // and a GPU allocation failure (injected through testing.failNextAllocations) evicts the least
 // recently dispatched graph and retries, or with nothing to evict is OperationError for
 // build, QuotaExceededError for swapIn, UnknownError for createTensor and the read after a dispatch, never a wrong
@@ -138,15 +139,45 @@ try {
     check('createTensor() with the GPU out of memory rejects with UnknownError', tensor === 'UnknownError', tensor);
     oom.writeTensor(oy, new Float32Array([7, 7, 7, 7]));
     const read = await outcome(() => compute(ob));
+    const staging = await outcome(() => oom.readTensor(oy));
+    check('readTensor() with the GPU out of memory (its staging buffer) rejects with UnknownError', staging === 'UnknownError', staging);
+    testing.failNextAllocations(oom, 0);
     const kept = Array.from(new Float32Array(await oom.readTensor(oy))).join();
     check('a dispatch that cannot swap in is not run: its read rejects with UnknownError, the output keeps its bytes',
       read === 'UnknownError' && kept === '7,7,7,7', `${read} ${kept}`);
     check('deviceBytes is exact after the failures', exact([oa, ob, oc]), oom.memoryInfo().deviceBytes);
-    testing.failNextAllocations(oom, 0);
     const recovered = [await compute(oa), await compute(ob), await compute(oc)].join(' ');
     check('with memory again every graph computes', recovered === '2,3,4,5 11,21,31,41 101,201,301,401', recovered);
     check('deviceBytes is exact at the end', exact([oa, ob, oc]), oom.memoryInfo().deviceBytes);
     oom.destroy();
+
+    // A tensor of exactly maxTensorByteLength bytes is allocated: a graph writes its last bytes
+    // (pad of a 4-byte input to the whole length) and another reads them back (a slice of the
+    // last 8), so no buffer of that size passes through JavaScript or wasm memory. One element
+    // more is a TypeError.
+    const wide = await navigator.ml.createContext();
+    const limit = wide.opSupportLimits().maxTensorByteLength;
+    const u8 = (shape) => ({ dataType: 'uint8', shape });
+    const over = await outcome(() => wide.createTensor({ ...u8([limit + 1]), readable: true }));
+    check(`createTensor of maxTensorByteLength (${limit}) + 1 bytes rejects with TypeError`, over === 'TypeError', over);
+    let whole;
+    const exactly = await outcome(async () => { whole = await wide.createTensor({ ...u8([limit]), readable: true, writable: true }); });
+    check(`createTensor of exactly maxTensorByteLength (${limit}) bytes resolves`, exactly === 'ok', exactly);
+    if (whole) {
+      const wb = new MLGraphBuilder(wide);
+      const fill = await wb.build({ whole: wb.pad(wb.input('end', u8([4])), [limit - 4], [0]) });
+      const rb = new MLGraphBuilder(wide);
+      const tail = await rb.build({ tail: rb.slice(rb.input('whole', u8([limit])), [limit - 8], [8]) });
+      const end = await wide.createTensor({ ...u8([4]), writable: true });
+      const last = await wide.createTensor({ ...u8([8]), readable: true });
+      wide.writeTensor(end, new Uint8Array([1, 2, 3, 250]));
+      wide.dispatch(fill, { end }, { whole });
+      wide.dispatch(tail, { whole }, { tail: last });
+      const bytes = Array.from(new Uint8Array(await wide.readTensor(last))).join();
+      check('its last bytes are written and read back by graphs', bytes === '0,0,0,0,1,2,3,250', bytes);
+      for (const o of [fill, tail, end, last, whole]) o.destroy();
+    }
+    wide.destroy();
     const destroyed = await Promise.race([fresh.lost, timeout]);
     check('destroy() resolves lost with a message', destroyed && destroyed.message.length > 0, destroyed?.message);
     return results;

@@ -2,8 +2,13 @@
 // MLGraphBuilder operator and of input/constant/build and the MLContext methods, with random and
 // often invalid arguments (wrong JS types, strings, negative numbers, NaN, huge arrays, null,
 // missing or odd options). Every call must return, or throw / reject with a TypeError or a
-// DOMException; never a wasm trap (RuntimeError "unreachable"), a Rust panic, another error
-// type or a hang; and the page must still compute a graph correctly afterwards.
+// DOMException; never a wasm trap (RuntimeError "unreachable", "memory access out of bounds"), a
+// Rust panic, another error type or a hang; and the page must still compute a graph correctly
+// afterwards. A TypeError counts only when our code made it on purpose: its stack's top frame is
+// a `new TypeError(` expression in our JS (js/webnn.js, or the wasm-bindgen glue for the
+// backend's errors). One the engine made in our code ("Cannot read properties of undefined",
+// "x is not a function", a WebGPU call's argument check) is a bug. Uncaught page errors and
+// unhandled rejections are failures too.
 // SEED=n replays a run (the seed is printed); SECONDS (default 45) bounds it; CALLS caps it.
 import { start, openPage, harnessReady, writeOut } from './browser.mjs';
 
@@ -18,8 +23,9 @@ let summary = null;
 try {
   const page = await openPage(browser, `${url}/tests/browser/harness.html`, 'fuzz');
   page.on('console', (m) => {
-    if (m.type() === 'error' && /panicked|unreachable|RuntimeError/.test(m.text())) panics.push(m.text().slice(0, 500));
+    if (m.type() === 'error' && /panicked|unreachable|RuntimeError|memory access out of bounds/.test(m.text())) panics.push(m.text().slice(0, 500));
   });
+  page.on('pageerror', (e) => panics.push(`uncaught ${e.name}: ${e.message}`.slice(0, 500)));
   await harnessReady(page);
   summary = await page.evaluate(async ({ seed, seconds, maxCalls }) => {
     let s = seed >>> 0 || 1;
@@ -86,9 +92,25 @@ try {
       return ODD();
     };
 
+    // Our sources, by URL, for telling our TypeErrors from the engine's.
+    const sources = new Map();
+    const sourceLines = async (url) => {
+      if (!sources.has(url)) sources.set(url, (await (await fetch(url)).text()).split('\n'));
+      return sources.get(url);
+    };
+    // Whether `e`'s stack starts at a `new TypeError(` expression of our webnn.js or glue.
+    const deliberate = async (e) => {
+      const top = String(e.stack ?? '').split('\n').find((l) => /^\s+at /.test(l)) ?? '';
+      const m = /(https?:\/\/[^\s()]+\/(?:webnn|webnn_wgpu)\.js):(\d+):(\d+)\)?\s*$/.exec(top);
+      if (!m) return false;
+      const line = (await sourceLines(m[1]))[Number(m[2]) - 1] ?? '';
+      return line.slice(Number(m[3]) - 1).startsWith('new TypeError(');
+    };
     // What a call did: 'ok', 'TypeError' or a DOMException name; anything else is a failure.
-    const classify = (e) => {
-      if (e instanceof TypeError) return 'TypeError';
+    const classify = async (e) => {
+      if (e instanceof TypeError) {
+        return (await deliberate(e)) ? 'TypeError' : `BAD:engine TypeError:${e.message}:${String(e.stack).split('\n').slice(1, 3).join(' <')}`;
+      }
       if (e instanceof DOMException) return `DOMException:${e.name}`;
       return `BAD:${e?.constructor?.name}:${e?.message ?? e}`;
     };
@@ -100,7 +122,8 @@ try {
     const counts = {};
     const failures = [];
     const record = (name, outcome, detail) => {
-      counts[outcome] = (counts[outcome] ?? 0) + 1;
+      const key = outcome.startsWith('BAD') ? outcome.split(':').slice(0, 2).join(':') : outcome;
+      counts[key] = (counts[key] ?? 0) + 1;
       if (outcome.startsWith('BAD') && failures.length < 20) failures.push(`${name}: ${outcome} ${detail}`);
     };
     const call = async (name, f, describe) => {
@@ -109,7 +132,7 @@ try {
         record(name, 'ok', '');
         return v;
       } catch (e) {
-        record(name, e?.message?.startsWith('hang') ? 'BAD:hang' : classify(e), describe());
+        record(name, e?.message?.startsWith('hang') ? 'BAD:hang' : await classify(e), describe());
         return undefined;
       }
     };
@@ -133,6 +156,30 @@ try {
       g.destroy(); x.destroy(); y.destroy();
       return got.join() === '2,3,4' ? '' : `alive check computed ${got}`;
     };
+
+    // Calls the fuzzer once found failing with an engine TypeError (a Symbol or BigInt reaching
+    // a string or number conversion of js/webnn.js): each must throw our TypeError.
+    const x = builder.input('regression', { dataType: 'float32', shape: [2, 2] });
+    const regressions = [
+      ['input', () => builder.input(Symbol('s'), { dataType: 'float32', shape: [1] })],
+      ['input', () => builder.input([1, Symbol('s')], { dataType: 'float32', shape: [1] })],
+      ['input', () => builder.input('r1', { dataType: Symbol('s'), shape: [1] })],
+      ['constant', () => builder.constant('float32', Symbol('s'))],
+      ['constant', () => builder.constant({ dataType: Symbol('s'), shape: [1] }, new Float32Array(1))],
+      ['split', () => builder.split(x, 1n)],
+      ['cumulativeSum', () => builder.cumulativeSum(x, 1n)],
+      ['argMin', () => builder.argMin(x, Symbol('s'))],
+      ['createTensor', () => ctx.createTensor({ dataType: Symbol('s'), shape: [1] })],
+    ];
+    for (const [name, f] of regressions) {
+      let outcome = 'no error';
+      try {
+        await settle(f());
+      } catch (e) {
+        outcome = await classify(e);
+      }
+      record(name, outcome === 'TypeError' ? outcome : `BAD:regression:${outcome}`, String(f));
+    }
 
     const t0 = performance.now();
     let calls = 0;
@@ -177,13 +224,13 @@ try {
           await call('dispatch', () => ctx.dispatch(pick(graphs), named(), named()), () => 'dispatch');
         } else await call('destroy', () => (chance(0.5) ? t.destroy() : graphs.length && pick(graphs).destroy()), () => 'destroy');
       } else {
-        const error = await alive().catch((e) => `alive check failed: ${classify(e)}`);
+        const error = await alive().catch(async (e) => `alive check failed: ${await classify(e)}`);
         if (error) failures.push(`after ${calls} calls: ${error}`);
       }
       if (tensors.length > 40) tensors.splice(0, 20).forEach((t) => t.destroy());
       if (graphs.length > 20) graphs.splice(0, 10).forEach((g) => g.destroy());
     }
-    const finalAlive = await alive().catch((e) => `alive check failed: ${classify(e)}`);
+    const finalAlive = await alive().catch(async (e) => `alive check failed: ${await classify(e)}`);
     if (finalAlive) failures.push(`at the end: ${finalAlive}`);
     return { calls, seconds: (performance.now() - t0) / 1000, counts, failures };
   }, { seed, seconds, maxCalls });
@@ -192,7 +239,7 @@ try {
 } finally {
   await close();
 }
-const failures = [...summary.failures, ...panics.map((p) => `console: ${p}`)];
+const failures = [...summary.failures, ...panics.map((p) => `page: ${p}`)];
 const counts = Object.entries(summary.counts).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(', ');
 console.log(`fuzz: ${summary.calls} calls in ${summary.seconds?.toFixed(1)} s (seed ${seed}): ${counts}`);
 for (const f of failures) console.log(`FAIL ${f}`);

@@ -63,6 +63,9 @@ class Env {
   }
 }
 
+/** How many elements of `bytes` bytes fit maxTensorByteLength. */
+const maxElements = (t, bytes) => Math.floor(t.ctx.opSupportLimits().maxTensorByteLength / bytes);
+
 // [name, expected error, "throw" | "reject", async (t) => the invalid call as a function]
 export const CASES = [
   // ML.createContext
@@ -144,6 +147,48 @@ export const CASES = [
     t.builder.reduceSum(t.builder.input('a', f32([2, 3])), { axes: [2] })],
   ['reduceSum with a repeated axis', 'TypeError', 'throw', async (t) => () =>
     t.builder.reduceSum(t.builder.input('a', f32([2, 3])), { axes: [0, 0] })],
+  ['pad of a 0-d operand with paddings of rank 1', 'TypeError', 'throw', async (t) => () =>
+    t.builder.pad(t.builder.input('a', f32([])), [1], [1])],
+  ['pad of a 0-d operand in reflection mode with paddings of rank 1', 'TypeError', 'throw', async (t) => () =>
+    t.builder.pad(t.builder.constant('float32', 1), [1], [1], { mode: 'reflection' })],
+
+  // The spec's "check dimensions": a descriptor whose byte length is over
+  // opSupportLimits().maxTensorByteLength is a TypeError wherever it enters. Buffers of that
+  // size are ArrayBuffers no one writes, so their pages are never touched.
+  ['input one float32 over maxTensorByteLength', 'TypeError', 'throw', async (t) => () =>
+    t.builder.input('a', f32([maxElements(t, 4) + 1]))],
+  ['input one uint8 over maxTensorByteLength', 'TypeError', 'throw', async (t) => () =>
+    t.builder.input('a', { dataType: 'uint8', shape: [maxElements(t, 1) + 1] })],
+  ['constant(descriptor, buffer) one uint8 over maxTensorByteLength', 'TypeError', 'throw', async (t) => {
+    const n = maxElements(t, 1) + 1;
+    return () => t.builder.constant({ dataType: 'uint8', shape: [n] }, new ArrayBuffer(n));
+  }],
+  ['createTensor one uint8 over maxTensorByteLength', 'TypeError', 'reject', async (t) => () =>
+    t.ctx.createTensor({ dataType: 'uint8', shape: [maxElements(t, 1) + 1], readable: true })],
+  ['createConstantTensor one uint8 over maxTensorByteLength', 'TypeError', 'reject', async (t) => {
+    const n = maxElements(t, 1) + 1;
+    return () => t.ctx.createConstantTensor({ dataType: 'uint8', shape: [n] }, new ArrayBuffer(n));
+  }],
+  ['expand to one float32 over maxTensorByteLength', 'TypeError', 'throw', async (t) => () =>
+    t.builder.expand(t.builder.input('a', f32([1])), [maxElements(t, 4) + 1])],
+  ['tile to one float32 over maxTensorByteLength', 'TypeError', 'throw', async (t) => () =>
+    t.builder.tile(t.builder.input('a', f32([1])), [maxElements(t, 4) + 1])],
+  ['pad to one float32 over maxTensorByteLength', 'TypeError', 'throw', async (t) => () =>
+    t.builder.pad(t.builder.input('a', f32([2])), [maxElements(t, 4) - 1], [0])],
+  ['concat to one uint8 over maxTensorByteLength', 'TypeError', 'throw', async (t) => {
+    const half = maxElements(t, 1) / 2;
+    const a = t.builder.input('a', { dataType: 'uint8', shape: [half] });
+    const b = t.builder.input('b', { dataType: 'uint8', shape: [1] });
+    return () => t.builder.concat([a, a, b], 0);
+  }],
+  ['matmul to an output over maxTensorByteLength', 'TypeError', 'throw', async (t) => {
+    const n = Math.ceil(Math.sqrt(maxElements(t, 4) + 1));
+    return () => t.builder.matmul(t.builder.input('a', f32([n, 1])), t.builder.input('b', f32([1, n])));
+  }],
+  ['resample2d to an output over maxTensorByteLength', 'TypeError', 'throw', async (t) => {
+    const n = Math.ceil(Math.sqrt(maxElements(t, 4) + 1));
+    return () => t.builder.resample2d(t.builder.input('a', f32([1, 1, 2, 2])), { sizes: [n, n] });
+  }],
 
   // build()
   ['build with no outputs', 'TypeError', 'reject', async (t) => () => t.builder.build({})],

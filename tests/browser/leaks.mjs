@@ -9,7 +9,7 @@
 // 17 bytes a cycle would take two) and the JS heap must stay within a bound.
 // CYCLES (default 10000) sets the graph cycles, all of which must run within SECONDS (default
 // 100); CONTEXT_CYCLES (default 30) sets the context cycles.
-import { start, openHarness, writeOut } from './browser.mjs';
+import { start, ROOT, openHarness, writeOut } from './browser.mjs';
 
 const maxCycles = Number(process.env.CYCLES ?? 10000);
 const seconds = Number(process.env.SECONDS ?? 100);
@@ -23,7 +23,8 @@ const WASM_PAGE = 65536;
 // The JS heap may move by this much between collections (V8's own bookkeeping, code caches).
 const HEAP_SLACK = 4 << 20;
 
-const { browser, url, close } = await start();
+// Without this flag performance.memory is a cached, bucketed figure that a 4 MiB bound cannot see.
+const { browser, url, close } = await start(ROOT, ['--enable-precise-memory-info']);
 const failures = [];
 const report = { graphCycles: 0, contextCycles: 0, samples: [] };
 try {
@@ -34,12 +35,14 @@ try {
     await cdp.send('HeapProfiler.collectGarbage');
     await page.evaluate(() => new Promise((r) => setTimeout(r, 50)));
     await cdp.send('HeapProfiler.collectGarbage');
-    return page.evaluate(() => ({
+    const s = await page.evaluate(() => ({
       wasm: window.leaks.testing.wasmMemoryBytes(window.leaks.ctx),
-      heap: performance.memory?.usedJSHeapSize ?? NaN,
+      heap: performance.memory?.usedJSHeapSize,
       device: window.leaks.ctx.memoryInfo().deviceBytes,
       host: window.leaks.ctx.memoryInfo().hostBytes,
     }));
+    if (!Number.isFinite(s.heap)) throw new Error('performance.memory.usedJSHeapSize is missing');
+    return s;
   };
   await page.evaluate(async () => {
     const { testing } = await import('/pkg/webnn.js');

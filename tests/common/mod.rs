@@ -231,3 +231,34 @@ pub fn check_op(ctx: &Context, op: &Op, inputs: &[HostTensor], ulp: u64, abs: f6
     }
 }
 pub mod moved;
+
+/// Builds a graph of `ops` (each over earlier operands: the `inputs`, all graph inputs, then one
+/// operand per operator), dispatches it and reads back the last operator's output.
+pub fn run_graph(ctx: &Context, inputs: &[HostTensor], ops: &[(Op, Vec<usize>)]) -> Result<HostTensor> {
+    block_on(async {
+        let mut builder = GraphBuilder::new(ctx)?;
+        let mut operands = Vec::new();
+        let mut feeds = Vec::new();
+        for (i, input) in inputs.iter().enumerate() {
+            let name = format!("in{i}");
+            operands.push(builder.input(&name, input.descriptor.clone())?);
+            let t = ctx
+                .create_tensor(TensorDescriptor { operand: input.descriptor.clone(), readable: false, writable: true })
+                .await?;
+            ctx.write_tensor(&t, &input.to_bytes())?;
+            feeds.push((name, t));
+        }
+        for (op, args) in ops {
+            let args: Vec<_> = args.iter().map(|&a| operands[a]).collect();
+            operands.push(builder.operator1(op.clone(), &args, "")?);
+        }
+        let Some(&last) = operands.last() else {
+            return Err(webnn_wgpu::Error::Type("a graph needs an operand".into()));
+        };
+        let d = builder.descriptor(last)?.clone();
+        let graph = builder.build(&[("out".to_string(), last)]).await?;
+        let t = ctx.create_tensor(TensorDescriptor { operand: d.clone(), readable: true, writable: false }).await?;
+        ctx.dispatch(&graph, &feeds, &[("out".to_string(), t.clone())])?;
+        HostTensor::from_bytes(d, &ctx.read_tensor(&t).await?)
+    })
+}
