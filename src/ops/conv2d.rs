@@ -429,10 +429,6 @@ pub fn conv_transpose2d_geometry(o: &ConvTranspose2dOptions, inputs: &[&OperandD
             "input channels {input_channels} differ from the filter's input channels {filter_input_channels}"
         )));
     }
-    // Not a step of the spec, which leaves the grouping of indivisible channels undefined.
-    if input_channels % o.groups != 0 {
-        return Err(Error::Type(format!("input channels {input_channels} are not divisible by groups {}", o.groups)));
-    }
     let output_channels = valid_dimension("output channels", filter_output_channels as i128 * o.groups as i128)?;
     check_bias(inputs, o.has_bias, output_channels)?;
     let calculated = |size: u32, k: usize| -> i128 {
@@ -501,10 +497,15 @@ fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext, epilogue: Option<&
     let [sh, sw] = g.strides;
     let [dh, dw] = g.dilations;
     let (pt, pl) = (g.padding[0], g.padding[2]);
-    let icg = g.input_channels / g.groups;
     let ocg = g.output_channels / g.groups;
+    // The input channels `c` of group `g`: those with `floor(c * groups / inputChannels) == g`
+    // (`g * inputChannels / groups` onwards when they divide, as in conv2d).
+    let (ci, groups) = (g.input_channels, g.groups);
+    if ci as u64 * groups as u64 > u32::MAX as u64 {
+        return Err(Error::NotSupported(format!("input channels {ci} times groups {groups} exceed the kernel's 32-bit indices")));
+    }
     let mut body = format!(
-        "    let n = (i / {osn}u) % {}u;\n    let oc = (i / {osc}u) % {}u;\n    let oh = i32((i / {osh}u) % {oh}u);\n    let ow = i32((i / {osw}u) % {ow}u);\n    let g = oc / {ocg}u;\n    var acc = 0.0;\n    for (var ic = 0u; ic < {icg}u; ic++) {{\n        let c = g * {icg}u + ic;\n        for (var kh = 0u; kh < {kh}u; kh++) {{\n",
+        "    let n = (i / {osn}u) % {}u;\n    let oc = (i / {osc}u) % {}u;\n    let oh = i32((i / {osh}u) % {oh}u);\n    let ow = i32((i / {osw}u) % {ow}u);\n    let g = oc / {ocg}u;\n    var acc = 0.0;\n    let first = (g * {ci}u + {groups}u - 1u) / {groups}u;\n    let end = ((g + 1u) * {ci}u + {groups}u - 1u) / {groups}u;\n    for (var c = first; c < end; c++) {{\n        let ic = c - first;\n        for (var kh = 0u; kh < {kh}u; kh++) {{\n",
         g.batches, g.output_channels
     );
     // conv2d reads input row `oh * stride - padding + kh * dilation`; convTranspose2d is its
@@ -566,7 +567,6 @@ fn reference(g: &ConvGeometry, inputs: &[HostTensor], outputs: &[OperandDescript
     let (input, filter) = (&inputs[0].data, &inputs[1].data);
     let bias = inputs.get(2).map(|b| &b.data);
     let mut data = vec![0.0f64; out.element_count() as usize];
-    let icg = (g.input_channels / g.groups) as usize;
     let ocg = (g.output_channels / g.groups) as usize;
     let at = |strides: &[u64; 4], c: [usize; 4]| -> usize {
         c.iter().zip(strides).map(|(&c, &s)| c as u64 * s).sum::<u64>() as usize
@@ -586,8 +586,9 @@ fn reference(g: &ConvGeometry, inputs: &[HostTensor], outputs: &[OperandDescript
                     }
                 }
             }
-            for ic in 0..icg {
-                let c = group * icg + ic;
+            // Input channel c is in group floor(c * groups / inputChannels).
+            let channels = (0..g.input_channels as usize).filter(|&c| c * g.groups as usize / g.input_channels as usize == group);
+            for (ic, c) in channels.enumerate() {
                 for kh in 0..g.filter_size[0] as i64 {
                     for kw in 0..g.filter_size[1] as i64 {
                         let w = if g.transpose {
