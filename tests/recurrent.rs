@@ -1,6 +1,7 @@
 //! gru, gruCell, lstm and lstmCell: the GPU against the float64 reference over every
 //! combination of the optional operands, with every direction, weight layout and resetAfter,
-//! random activations and shapes, in float32 and float16; hand-computed cells; the backward
+//! random activations and shapes, in float32 and float16; WPT's 3 ULP budget on well-conditioned
+//! operands; hand-computed cells (gate order in every layout); the backward
 //! direction as the forward one over the reversed sequence (checked on the GPU alone); and the
 //! spec's validation errors and output shapes.
 

@@ -1,8 +1,8 @@
 //! conv2d and convTranspose2d over 4-D tensors in either input layout and every filter layout.
 //!
 //! Validation resolves the options to a [`ConvGeometry`] (sizes, padding, strides, dilations and
-//! the element strides of each logical axis), which the WGSL lowering and the float64 reference
-//! both read, so layouts are handled once: every tensor is addressed through logical axes.
+//! the element strides of each logical axis), which the WGSL lowering reads: every tensor is
+//! addressed through logical axes. The float64 reference reads the options itself.
 
 use crate::error::{Error, Result};
 use crate::graph::operand::strides;
