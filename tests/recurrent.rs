@@ -1,6 +1,7 @@
 //! gru, gruCell, lstm and lstmCell: the GPU against the float64 reference over every
 //! combination of the optional operands, with every direction, weight layout and resetAfter,
-//! random activations and shapes, in float32 and float16; hand-computed cells; the backward
+//! random activations and shapes, in float32 and float16; WPT's 3 ULP budget on well-conditioned
+//! operands; hand-computed cells (gate order in every layout); the backward
 //! direction as the forward one over the reversed sequence (checked on the GPU alone); and the
 //! spec's validation errors and output shapes.
 #![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
@@ -389,4 +390,193 @@ fn recurrent_validation() {
     assert!(type_error(Op::LstmCell(LstmCellOptions::new(4)), &[d(&[2, 3]), d(&[16, 3]), d(&[16, 4]), d(&[2, 4]), d(&[2, 5])]), "lstmCell cell state shape");
     let peep = LstmCellOptions { has_peephole_weight: true, ..LstmCellOptions::new(4) };
     assert!(type_error(Op::LstmCell(peep), &[lstm_cell_in.clone(), vec![d(&[16])]].concat()), "lstmCell peephole shape");
+}
+
+/// WPT's budgets (gru, gruCell, lstm 3 ULP) against the float64 reference, on operands in
+/// [0, scale) so that no sum cancels: small scales put the tanh arguments near 0, where
+/// `(1 - e^-2x) / (1 + e^-2x)` loses most digits, and gru's `1 - z` near 0.
+#[test]
+fn within_wpt_budget() {
+    let ctx = context();
+    let mut rng = Rng::new(65);
+    for scale in [0.01, 0.1, 1.0] {
+        for case in 0..6u32 {
+            let (steps, batch, isz, hid) = (1 + rng.below(3), 1 + rng.below(3), 1 + rng.below(4), 1 + rng.below(4));
+            let mut t = |shape: &[u32]| rng.tensor(DataType::Float32, shape, 0.0, scale);
+            let (l, g) = (4 * hid, 3 * hid);
+            let lstm = LstmOptions {
+                has_bias: true,
+                has_recurrent_bias: true,
+                has_peephole_weight: true,
+                has_initial_hidden_state: true,
+                has_initial_cell_state: true,
+                return_sequence: true,
+                layout: if case % 2 == 0 { LstmWeightLayout::Iofg } else { LstmWeightLayout::Ifgo },
+                ..LstmOptions::new(steps, hid)
+            };
+            let inputs = [t(&[steps, batch, isz]), t(&[1, l, isz]), t(&[1, l, hid]), t(&[1, l]), t(&[1, l]), t(&[1, 3 * hid]), t(&[1, batch, hid]), t(&[1, batch, hid])];
+            check_op(&ctx, &Op::Lstm(lstm), &inputs, 3, 0.0);
+            let cell = LstmCellOptions { has_bias: true, has_recurrent_bias: true, has_peephole_weight: true, ..LstmCellOptions::new(hid) };
+            let inputs = [t(&[batch, isz]), t(&[l, isz]), t(&[l, hid]), t(&[batch, hid]), t(&[batch, hid]), t(&[l]), t(&[l]), t(&[3 * hid])];
+            // WPT allows lstmCell 1 ULP on its own data; on random data o * tanh(c) takes up to 2 here.
+            check_op(&ctx, &Op::LstmCell(cell), &inputs, 3, 0.0);
+            let gru = GruOptions {
+                has_bias: true,
+                has_recurrent_bias: true,
+                has_initial_hidden_state: true,
+                return_sequence: true,
+                reset_after: case % 2 == 0,
+                layout: if case % 3 == 0 { GruWeightLayout::Zrn } else { GruWeightLayout::Rzn },
+                ..GruOptions::new(steps, hid)
+            };
+            let inputs = [t(&[steps, batch, isz]), t(&[1, g, isz]), t(&[1, g, hid]), t(&[1, g]), t(&[1, g]), t(&[1, batch, hid])];
+            check_op(&ctx, &Op::Gru(gru), &inputs, 3, 0.0);
+            let cell = GruCellOptions { has_bias: true, has_recurrent_bias: true, reset_after: case % 2 == 1, ..GruCellOptions::new(hid) };
+            let inputs = [t(&[batch, isz]), t(&[g, isz]), t(&[g, hid]), t(&[batch, hid]), t(&[g]), t(&[g])];
+            check_op(&ctx, &Op::GruCell(cell), &inputs, 3, 0.0);
+        }
+    }
+}
+
+fn sigmoid(v: f64) -> f64 {
+    1.0 / (1.0 + (-v).exp())
+}
+
+/// Weights whose every gate row differs (row k of `rows` is `base + k`-dependent), so that
+/// any two swapped gates change the result.
+fn distinct(rows: u32, cols: u32, base: f64) -> Vec<f64> {
+    (0..rows * cols).map(|k| base * (1.0 + (k / cols) as f64) * if k % 2 == 0 { 1.0 } else { -0.5 } + 0.01 * k as f64).collect()
+}
+
+/// `x · row` of a row-major `[rows, cols]` matrix.
+fn row_dot(m: &[f64], cols: usize, row: usize, x: &[f64]) -> f64 {
+    (0..cols).map(|k| m[row * cols + k] * x[k]).sum()
+}
+
+/// One lstmCell step written out from the spec's emulation, for batch 1; `order` names the
+/// gate of each row block (e.g. "iofg").
+fn lstm_step(order: &str, x: &[f64], w: &[f64], r: &[f64], b: &[f64], h: &[f64], c: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let hid = h.len();
+    let block = |gate: char| order.find(gate).unwrap() * hid;
+    let pre = |gate: char, u: usize| {
+        let row = block(gate) + u;
+        b[row] + row_dot(w, x.len(), row, x) + row_dot(r, hid, row, h)
+    };
+    let (mut h1, mut c1) = (vec![0.0; hid], vec![0.0; hid]);
+    for u in 0..hid {
+        let i = sigmoid(pre('i', u));
+        let f = sigmoid(pre('f', u));
+        let g = pre('g', u).tanh();
+        let o = sigmoid(pre('o', u));
+        c1[u] = f * c[u] + i * g;
+        h1[u] = o * c1[u].tanh();
+    }
+    (h1, c1)
+}
+
+/// One gruCell step written out from the spec's emulation, for batch 1.
+fn gru_step(order: &str, reset_after: bool, x: &[f64], w: &[f64], r: &[f64], b: &[f64], h: &[f64]) -> Vec<f64> {
+    let hid = h.len();
+    let block = |gate: char| order.find(gate).unwrap() * hid;
+    let xw = |gate: char, u: usize| row_dot(w, x.len(), block(gate) + u, x);
+    let hr = |gate: char, u: usize, h: &[f64]| row_dot(r, hid, block(gate) + u, h);
+    let bias = |gate: char, u: usize| b[block(gate) + u];
+    let z: Vec<f64> = (0..hid).map(|u| sigmoid(bias('z', u) + xw('z', u) + hr('z', u, h))).collect();
+    let rg: Vec<f64> = (0..hid).map(|u| sigmoid(bias('r', u) + xw('r', u) + hr('r', u, h))).collect();
+    let rh: Vec<f64> = (0..hid).map(|u| rg[u] * h[u]).collect();
+    (0..hid)
+        .map(|u| {
+            let n = if reset_after {
+                (bias('n', u) + xw('n', u) + rg[u] * hr('n', u, h)).tanh()
+            } else {
+                (bias('n', u) + xw('n', u) + hr('n', u, &rh)).tanh()
+            };
+            z[u] * h[u] + n * (1.0 - z[u])
+        })
+        .collect()
+}
+
+fn assert_near(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{what}[{k}]: {g} vs hand-computed {w}");
+    }
+}
+
+/// Gate order: lstmCell, lstm (2 steps), gruCell and gru (2 steps) in both layouts (and both
+/// resetAfter for gru) against cells written out in the test, with distinct non-zero weights
+/// for every gate, so that swapping i/o/f/g or z/r would fail.
+#[test]
+fn gate_order_by_hand() {
+    let ctx = context();
+    let hid = 2usize;
+    let x0 = vec![0.7, -0.4];
+    let x1 = vec![-0.3, 0.9];
+    let h = vec![0.2, -0.6];
+    let c = vec![-0.5, 0.8];
+    for (layout, order) in [(LstmWeightLayout::Iofg, "iofg"), (LstmWeightLayout::Ifgo, "ifgo")] {
+        let rows = 4 * hid as u32;
+        let (w, r, b) = (distinct(rows, 2, 0.3), distinct(rows, 2, -0.2), distinct(rows, 1, 0.15));
+        let cell = LstmCellOptions { has_bias: true, layout, ..LstmCellOptions::new(hid as u32) };
+        let got = run_op(
+            &ctx,
+            &Op::LstmCell(cell),
+            &[tensor(&[1, 2], x0.clone()), tensor(&[rows, 2], w.clone()), tensor(&[rows, 2], r.clone()), tensor(&[1, 2], h.clone()), tensor(&[1, 2], c.clone()), tensor(&[rows], b.clone())],
+            &[false; 6],
+        )
+        .unwrap();
+        let (h1, c1) = lstm_step(order, &x0, &w, &r, &b, &h, &c);
+        assert_near(&got[0].data, &h1, &format!("lstmCell {order} hidden"));
+        assert_near(&got[1].data, &c1, &format!("lstmCell {order} cell"));
+        let net = LstmOptions { has_bias: true, has_initial_hidden_state: true, has_initial_cell_state: true, layout, ..LstmOptions::new(2, hid as u32) };
+        let got = run_op(
+            &ctx,
+            &Op::Lstm(net),
+            &[
+                tensor(&[2, 1, 2], [x0.clone(), x1.clone()].concat()),
+                tensor(&[1, rows, 2], w.clone()),
+                tensor(&[1, rows, 2], r.clone()),
+                tensor(&[1, rows], b.clone()),
+                tensor(&[1, 1, 2], h.clone()),
+                tensor(&[1, 1, 2], c.clone()),
+            ],
+            &[false; 6],
+        )
+        .unwrap();
+        let (h2, c2) = lstm_step(order, &x1, &w, &r, &b, &h1, &c1);
+        assert_near(&got[0].data, &h2, &format!("lstm {order} hidden"));
+        assert_near(&got[1].data, &c2, &format!("lstm {order} cell"));
+    }
+    for (layout, order) in [(GruWeightLayout::Zrn, "zrn"), (GruWeightLayout::Rzn, "rzn")] {
+        for reset_after in [true, false] {
+            let rows = 3 * hid as u32;
+            let (w, r, b) = (distinct(rows, 2, 0.3), distinct(rows, 2, -0.25), distinct(rows, 1, 0.2));
+            let cell = GruCellOptions { has_bias: true, reset_after, layout, ..GruCellOptions::new(hid as u32) };
+            let got = run_op(
+                &ctx,
+                &Op::GruCell(cell),
+                &[tensor(&[1, 2], x0.clone()), tensor(&[rows, 2], w.clone()), tensor(&[rows, 2], r.clone()), tensor(&[1, 2], h.clone()), tensor(&[rows], b.clone())],
+                &[false; 5],
+            )
+            .unwrap();
+            let h1 = gru_step(order, reset_after, &x0, &w, &r, &b, &h);
+            assert_near(&got[0].data, &h1, &format!("gruCell {order} resetAfter {reset_after}"));
+            let net = GruOptions { has_bias: true, has_initial_hidden_state: true, reset_after, layout, ..GruOptions::new(2, hid as u32) };
+            let got = run_op(
+                &ctx,
+                &Op::Gru(net),
+                &[
+                    tensor(&[2, 1, 2], [x0.clone(), x1.clone()].concat()),
+                    tensor(&[1, rows, 2], w.clone()),
+                    tensor(&[1, rows, 2], r.clone()),
+                    tensor(&[1, rows], b.clone()),
+                    tensor(&[1, 1, 2], h.clone()),
+                ],
+                &[false; 5],
+            )
+            .unwrap();
+            let h2 = gru_step(order, reset_after, &x1, &w, &r, &b, &h1);
+            assert_near(&got[0].data, &h2, &format!("gru {order} resetAfter {reset_after}"));
+        }
+    }
 }

@@ -1,8 +1,8 @@
 //! conv2d and convTranspose2d over 4-D tensors in either input layout and every filter layout.
 //!
 //! Validation resolves the options to a [`ConvGeometry`] (sizes, padding, strides, dilations and
-//! the element strides of each logical axis), which the WGSL lowering and the float64 reference
-//! both read, so layouts are handled once: every tensor is addressed through logical axes.
+//! the element strides of each logical axis), which the WGSL lowering reads: every tensor is
+//! addressed through logical axes. The float64 reference reads the options itself.
 
 use crate::error::{Error, Result};
 use crate::graph::operand::strides;
@@ -429,10 +429,6 @@ pub fn conv_transpose2d_geometry(o: &ConvTranspose2dOptions, inputs: &[&OperandD
             "input channels {input_channels} differ from the filter's input channels {filter_input_channels}"
         )));
     }
-    // Not a step of the spec, which leaves the grouping of indivisible channels undefined.
-    if input_channels % o.groups != 0 {
-        return Err(Error::Type(format!("input channels {input_channels} are not divisible by groups {}", o.groups)));
-    }
     let output_channels = valid_dimension("output channels", filter_output_channels as i128 * o.groups as i128)?;
     check_bias(inputs, o.has_bias, output_channels)?;
     let calculated = |size: u32, k: usize| -> i128 {
@@ -526,8 +522,15 @@ fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext, epilogue: Option<&
     let [sh, sw] = g.strides;
     let [dh, dw] = g.dilations;
     let (pt, pl) = (g.padding[0], g.padding[2]);
-    let icg = g.input_channels / g.groups;
     let ocg = g.output_channels / g.groups;
+    // conv2d's input channels are a multiple of groups (a validation step): `icg` per group.
+    let icg = g.input_channels / g.groups;
+    // convTranspose2d's input channels `c` of group `g` are those with
+    // `floor(c * groups / inputChannels) == g` (the spec does not require them to divide).
+    let (ci, groups) = (g.input_channels, g.groups);
+    if ci as u64 * groups as u64 > u32::MAX as u64 {
+        return Err(Error::NotSupported(format!("input channels {ci} times groups {groups} exceed the kernel's 32-bit indices")));
+    }
     let mut body = format!(
         "    let n = (i / {osn}u) % {}u;\n    let oc = (i / {osc}u) % {}u;\n    let oh = i32((i / {osh}u) % {oh}u);\n    let ow = i32((i / {osw}u) % {ow}u);\n    let g = oc / {ocg}u;\n    var acc = 0.0;\n",
         g.batches, g.output_channels
@@ -549,7 +552,7 @@ fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext, epilogue: Option<&
         // convTranspose2d is conv2d's adjoint, reading the input row `ih` with
         // `ih * stride - padding + kh * dilation == oh`.
         body += &format!(
-            "    for (var ic = 0u; ic < {icg}u; ic++) {{\n        let c = g * {icg}u + ic;\n        for (var kh = 0u; kh < {kh}u; kh++) {{\n            let th = oh + {pt} - i32(kh) * {dh};\n            if (th < 0 || th % {sh} != 0 || th / {sh} >= {ih}) {{ continue; }}\n            let ih = u32(th / {sh});\n            for (var kw = 0u; kw < {kw}u; kw++) {{\n                let tw = ow + {pl} - i32(kw) * {dw};\n                if (tw < 0 || tw % {sw} != 0 || tw / {sw} >= {iw}) {{ continue; }}\n                let iw = u32(tw / {sw});\n                acc += load_input(n * {isn}u + c * {isc}u + ih * {ish}u + iw * {isw}u) * load_weight(c * {fs0}u + (oc % {ocg}u) * {fs1}u + kh * {fsh}u + kw * {fsw}u);\n            }}\n        }}\n    }}\n"
+            "    let first = (g * {ci}u + {groups}u - 1u) / {groups}u;\n    let end = ((g + 1u) * {ci}u + {groups}u - 1u) / {groups}u;\n    for (var c = first; c < end; c++) {{\n        for (var kh = 0u; kh < {kh}u; kh++) {{\n            let th = oh + {pt} - i32(kh) * {dh};\n            if (th < 0 || th % {sh} != 0 || th / {sh} >= {ih}) {{ continue; }}\n            let ih = u32(th / {sh});\n            for (var kw = 0u; kw < {kw}u; kw++) {{\n                let tw = ow + {pl} - i32(kw) * {dw};\n                if (tw < 0 || tw % {sw} != 0 || tw / {sw} >= {iw}) {{ continue; }}\n                let iw = u32(tw / {sw});\n                acc += load_input(n * {isn}u + c * {isc}u + ih * {ish}u + iw * {isw}u) * load_weight(c * {fs0}u + (oc % {ocg}u) * {fs1}u + kh * {fsh}u + kw * {fsw}u);\n            }}\n        }}\n    }}\n"
         );
     }
     let mut inputs = vec![("input", cx.inputs[0]), ("weight", cx.inputs[1])];
@@ -582,87 +585,125 @@ pub fn lower_conv_transpose2d(o: &ConvTranspose2dOptions, cx: &LowerContext, epi
     lower(&g, o.has_bias, cx, epilogue)
 }
 
-/// The spec's definitions summed in float64: conv2d gathers `input[ih, iw] * filter[kh, kw]`
-/// over `ih = oh * stride - padding + kh * dilation`; convTranspose2d scatters each input element
-/// to `oh = ih * stride - padding + kh * dilation`.
-fn reference(g: &ConvGeometry, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
-    let out = &outputs[0];
-    let (input, filter) = (&inputs[0].data, &inputs[1].data);
+/// The spec's definitions summed in float64, with its own reading of the options, layouts and
+/// output sizes (not [`ConvGeometry`], which the kernel uses), so that a mistake there shows as a
+/// difference: conv2d gathers `input[ih, iw] * filter[kh, kw]` over
+/// `ih = oh * stride - padding + kh * dilation`; convTranspose2d scatters each input element to
+/// `oh = ih * stride - padding + kh * dilation`.
+fn reference(
+    transpose: bool,
+    options: (&Option<Vec<u32>>, &Option<Vec<u32>>, &Option<Vec<u32>>, u32, InputLayout, &str),
+    transpose_sizes: (&Option<Vec<u32>>, &Option<Vec<u32>>),
+    inputs: &[HostTensor],
+    outputs: &[OperandDescriptor],
+) -> Result<Vec<HostTensor>> {
+    let (padding, strides, dilations, groups, layout, filter_layout) = options;
+    let name = if transpose { "convTranspose2d" } else { "conv2d" };
+    let fail = |what: String| Error::Type(format!("{name} reference: {what}"));
+    let (input, filter) = match inputs {
+        [input, filter, ..] => (input, filter),
+        _ => return Err(fail("missing operands".into())),
+    };
+    let out = outputs.first().ok_or_else(|| fail("no output".into()))?;
+    let list = |v: &Option<Vec<u32>>, default: &[i64]| -> Result<Vec<i64>> {
+        match v {
+            None => Ok(default.to_vec()),
+            Some(v) if v.len() == default.len() => Ok(v.iter().map(|&x| x as i64).collect()),
+            Some(v) => Err(fail(format!("{v:?} has the wrong length"))),
+        }
+    };
+    let (pad, stride, dilation) = (list(padding, &[0; 4])?, list(strides, &[1, 1])?, list(dilations, &[1, 1])?);
+    if input.shape().len() != 4 || filter.shape().len() != 4 || groups == 0 || stride.contains(&0) {
+        return Err(fail("invalid operands or options".into()));
+    }
+    let is: Vec<i64> = input.shape().iter().map(|&d| d as i64).collect();
+    let fs: Vec<i64> = filter.shape().iter().map(|&d| d as i64).collect();
+    let (batches, in_c, in_h, in_w) = match layout {
+        InputLayout::Nchw => (is[0], is[1], is[2], is[3]),
+        InputLayout::Nhwc => (is[0], is[3], is[1], is[2]),
+    };
+    // The filter's dimension named by `axis` (o, i, h or w) and the linear index of an element.
+    let axis = |a: char| filter_layout.find(a).ok_or_else(|| fail(format!("no axis {a} in {filter_layout}")));
+    let (o_axis, i_axis, h_axis, w_axis) = (axis('o')?, axis('i')?, axis('h')?, axis('w')?);
+    let (k_h, k_w) = (fs[h_axis], fs[w_axis]);
+    let filter_at = |o: i64, i: i64, h: i64, w: i64| -> usize {
+        let mut c = [0i64; 4];
+        (c[o_axis], c[i_axis], c[h_axis], c[w_axis]) = (o, i, h, w);
+        (((c[0] * fs[1] + c[1]) * fs[2] + c[2]) * fs[3] + c[3]) as usize
+    };
+    // Output channels, and the filter's output channels per group.
+    let (out_c, per_group) = if transpose { (fs[o_axis] * groups as i64, fs[o_axis]) } else { (fs[o_axis], fs[o_axis] / groups as i64) };
+    let effective = |k: i64, d: i64| (k - 1) * d + 1;
+    let [out_h, out_w] = if transpose {
+        let calculated = |x: i64, k: usize, f: i64| (x - 1) * stride[k] + effective(f, dilation[k]) - pad[2 * k] - pad[2 * k + 1];
+        let (output_padding, output_sizes) = transpose_sizes;
+        match output_sizes {
+            Some(_) => {
+                let s = list(output_sizes, &[0, 0])?;
+                [s[0], s[1]]
+            }
+            None => {
+                let p = list(output_padding, &[0, 0])?;
+                [calculated(in_h, 0, k_h) + p[0], calculated(in_w, 1, k_w) + p[1]]
+            }
+        }
+    } else {
+        let size = |x: i64, k: usize, f: i64| (x + pad[2 * k] + pad[2 * k + 1] - dilation[k] * (f - 1) - 1).div_euclid(stride[k]) + 1;
+        [size(in_h, 0, k_h), size(in_w, 1, k_w)]
+    };
+    let expected = match layout {
+        InputLayout::Nchw => vec![batches, out_c, out_h, out_w],
+        InputLayout::Nhwc => vec![batches, out_h, out_w, out_c],
+    };
+    if out.shape.iter().map(|&d| d as i64).ne(expected.iter().copied()) {
+        return Err(fail(format!("output shape {:?}, the reference's is {expected:?}", out.shape)));
+    }
+    let at = |n: i64, c: i64, h: i64, w: i64, channels: i64, [hs, ws]: [i64; 2]| -> usize {
+        (match layout {
+            InputLayout::Nchw => ((n * channels + c) * hs + h) * ws + w,
+            InputLayout::Nhwc => ((n * hs + h) * ws + w) * channels + c,
+        }) as usize
+    };
     let bias = inputs.get(2).map(|b| &b.data);
     let mut data = vec![0.0f64; out.element_count() as usize];
-    let icg = (g.input_channels / g.groups) as usize;
-    let ocg = (g.output_channels / g.groups) as usize;
-    let at = |strides: &[u64; 4], c: [usize; 4]| -> usize {
-        c.iter().zip(strides).map(|(&c, &s)| c as u64 * s).sum::<u64>() as usize
-    };
-    let [ih_max, iw_max] = g.input_size.map(|d| d as i64);
-    let [oh_max, ow_max] = g.output_size.map(|d| d as i64);
-    let [sh, sw] = g.strides.map(|d| d as i64);
-    let [dh, dw] = g.dilations.map(|d| d as i64);
-    let (pt, pl) = (g.padding[0] as i64, g.padding[2] as i64);
-    for n in 0..g.batches as usize {
-        for oc in 0..g.output_channels as usize {
-            let group = oc / ocg;
-            if let Some(b) = bias {
-                for oh in 0..oh_max as usize {
-                    for ow in 0..ow_max as usize {
-                        data[at(&g.output_strides, [n, oc, oh, ow])] = b[oc];
-                    }
-                }
-            }
-            for ic in 0..icg {
-                let c = group * icg + ic;
-                for kh in 0..g.filter_size[0] as i64 {
-                    for kw in 0..g.filter_size[1] as i64 {
-                        let w = if g.transpose {
-                            filter[at(&g.filter_strides, [c, oc % ocg, kh as usize, kw as usize])]
-                        } else {
-                            filter[at(&g.filter_strides, [oc, ic, kh as usize, kw as usize])]
-                        };
-                        if g.transpose {
-                            for ih in 0..ih_max {
-                                let oh = ih * sh - pt + kh * dh;
-                                if !(0..oh_max).contains(&oh) {
-                                    continue;
-                                }
-                                for iw in 0..iw_max {
-                                    let ow = iw * sw - pl + kw * dw;
-                                    if !(0..ow_max).contains(&ow) {
+    for n in 0..batches {
+        for oc in 0..out_c {
+            let group = oc / per_group;
+            // The input channels of the group: c with floor(c * groups / inputChannels) == group.
+            let channels: Vec<i64> = (0..in_c).filter(|c| c * groups as i64 / in_c == group).collect();
+            for oh in 0..out_h {
+                for ow in 0..out_w {
+                    let mut sum = bias.map_or(0.0, |b| b[oc as usize]);
+                    for (ic, &c) in channels.iter().enumerate() {
+                        for kh in 0..k_h {
+                            for kw in 0..k_w {
+                                let w = if transpose {
+                                    filter_at(oc % per_group, c, kh, kw)
+                                } else {
+                                    filter_at(oc, ic as i64, kh, kw)
+                                };
+                                let (ih, iw) = if transpose {
+                                    // oh = ih * stride - padding + kh * dilation, for an integer ih.
+                                    let (th, tw) = (oh + pad[0] - kh * dilation[0], ow + pad[2] - kw * dilation[1]);
+                                    if th % stride[0] != 0 || tw % stride[1] != 0 {
                                         continue;
                                     }
-                                    let x = input[at(&g.input_strides, [n, c, ih as usize, iw as usize])];
-                                    data[at(&g.output_strides, [n, oc, oh as usize, ow as usize])] += x * w;
-                                }
-                            }
-                        } else {
-                            for oh in 0..oh_max {
-                                let ih = oh * sh - pt + kh * dh;
-                                if !(0..ih_max).contains(&ih) {
-                                    continue;
-                                }
-                                for ow in 0..ow_max {
-                                    let iw = ow * sw - pl + kw * dw;
-                                    if !(0..iw_max).contains(&iw) {
-                                        continue;
-                                    }
-                                    let x = input[at(&g.input_strides, [n, c, ih as usize, iw as usize])];
-                                    data[at(&g.output_strides, [n, oc, oh as usize, ow as usize])] += x * w;
+                                    (th.div_euclid(stride[0]), tw.div_euclid(stride[1]))
+                                } else {
+                                    (oh * stride[0] - pad[0] + kh * dilation[0], ow * stride[1] - pad[2] + kw * dilation[1])
+                                };
+                                if (0..in_h).contains(&ih) && (0..in_w).contains(&iw) {
+                                    sum += input.data[at(n, c, ih, iw, in_c, [in_h, in_w])] * filter.data[w];
                                 }
                             }
                         }
                     }
+                    data[at(n, oc, oh, ow, out_c, [out_h, out_w])] = round_to(sum, out.data_type);
                 }
             }
         }
     }
-    for v in &mut data {
-        *v = round_to(*v, out.data_type);
-    }
     Ok(vec![HostTensor::new(out.clone(), data)?])
-}
-
-fn descriptors(inputs: &[HostTensor]) -> Vec<&OperandDescriptor> {
-    inputs.iter().map(|t| &t.descriptor).collect()
 }
 
 pub fn reference_conv2d(
@@ -670,7 +711,8 @@ pub fn reference_conv2d(
     inputs: &[HostTensor],
     outputs: &[OperandDescriptor],
 ) -> Result<Vec<HostTensor>> {
-    reference(&conv2d_geometry(o, &descriptors(inputs))?, inputs, outputs)
+    let options = (&o.padding, &o.strides, &o.dilations, o.groups, o.input_layout, o.filter_layout.name());
+    reference(false, options, (&None, &None), inputs, outputs)
 }
 
 pub fn reference_conv_transpose2d(
@@ -678,5 +720,7 @@ pub fn reference_conv_transpose2d(
     inputs: &[HostTensor],
     outputs: &[OperandDescriptor],
 ) -> Result<Vec<HostTensor>> {
-    reference(&conv_transpose2d_geometry(o, &descriptors(inputs))?, inputs, outputs)
+    // The transposed filter's "i" and "o" are the same letters in its layout's name.
+    let options = (&o.padding, &o.strides, &o.dilations, o.groups, o.input_layout, o.filter_layout.name());
+    reference(true, options, (&o.output_padding, &o.output_sizes), inputs, outputs)
 }

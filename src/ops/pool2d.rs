@@ -239,34 +239,78 @@ pub fn lower(kind: PoolKind, o: &Pool2dOptions, cx: &LowerContext) -> Result<Low
     Ok(Lowering::single(launch))
 }
 
-/// The pooled values in float64, window by window.
+/// The pooled values in float64, window by window, with its own reading of the options and
+/// layouts and the spec's output-size formula rather than [`geometry`], so that a mistake there
+/// shows as a difference.
 pub fn reference(
     kind: PoolKind,
     o: &Pool2dOptions,
     inputs: &[HostTensor],
     outputs: &[OperandDescriptor],
 ) -> Result<Vec<HostTensor>> {
-    let input = &inputs[0];
-    let out = &outputs[0];
-    let g = geometry(kind, o, &input.descriptor)?;
-    let os = g.strides(g.output_size);
-    let is = g.strides(g.input_size);
-    let at =
-        |s: &[u64; 4], c: [i64; 4]| -> usize { c.iter().zip(s).map(|(&c, &s)| c as u64 * s).sum::<u64>() as usize };
-    let [ih_max, iw_max] = g.input_size.map(|d| d as i64);
-    let (pt, pl) = (g.padding[0] as i64, g.padding[2] as i64);
+    let input = inputs.first().ok_or_else(|| Error::Type(format!("{}: no input", kind.name())))?;
+    let out = outputs.first().ok_or_else(|| Error::Type(format!("{}: no output", kind.name())))?;
+    let shape: Vec<i64> = input.shape().iter().map(|&d| d as i64).collect();
+    if shape.len() != 4 {
+        return Err(Error::Type(format!("{}: input of rank {}", kind.name(), shape.len())));
+    }
+    let (n_all, c_all, h_in, w_in) = match o.layout {
+        InputLayout::Nchw => (shape[0], shape[1], shape[2], shape[3]),
+        InputLayout::Nhwc => (shape[0], shape[3], shape[1], shape[2]),
+    };
+    let list = |v: &Option<Vec<u32>>, default: &[i64]| -> Result<Vec<i64>> {
+        match v {
+            None => Ok(default.to_vec()),
+            Some(v) if v.len() == default.len() => Ok(v.iter().map(|&x| x as i64).collect()),
+            Some(v) => Err(Error::Type(format!("{}: {v:?} has the wrong length", kind.name()))),
+        }
+    };
+    let window = list(&o.window_dimensions, &[h_in, w_in])?;
+    let strides = list(&o.strides, &[1, 1])?;
+    let dilations = list(&o.dilations, &[1, 1])?;
+    let padding = list(&o.padding, &[0; 4])?;
+    if strides.contains(&0) {
+        return Err(Error::Type(format!("{}: zero stride", kind.name())));
+    }
+    // floor or ceil of (in + padBegin + padEnd - dilation * (k - 1) - 1) / stride, plus 1.
+    let size = |k: usize, input: i64, ceil: bool| {
+        let span = input + padding[2 * k] + padding[2 * k + 1] - dilations[k] * (window[k] - 1) - 1;
+        let q = span as f64 / strides[k] as f64;
+        (if ceil { q.ceil() } else { q.floor() }) as i64 + 1
+    };
+    let ceil = o.output_shape_rounding == RoundingType::Ceil;
+    let [h_out, w_out] = match &o.output_sizes {
+        Some(_) => {
+            let sizes = list(&o.output_sizes, &[0, 0])?;
+            [sizes[0], sizes[1]]
+        }
+        None => [size(0, h_in, ceil), size(1, w_in, ceil)],
+    };
+    let index = |n: i64, c: i64, h: i64, w: i64, [hs, ws]: [i64; 2]| -> usize {
+        (match o.layout {
+            InputLayout::Nchw => ((n * c_all + c) * hs + h) * ws + w,
+            InputLayout::Nhwc => ((n * hs + h) * ws + w) * c_all + c,
+        }) as usize
+    };
+    let expected: Vec<i64> = match o.layout {
+        InputLayout::Nchw => vec![n_all, c_all, h_out, w_out],
+        InputLayout::Nhwc => vec![n_all, h_out, w_out, c_all],
+    };
+    if out.shape.iter().map(|&d| d as i64).ne(expected.iter().copied()) {
+        return Err(Error::Type(format!("{}: output shape {:?}, the reference's is {expected:?}", kind.name(), out.shape)));
+    }
     let mut data = vec![0.0; out.element_count() as usize];
-    for n in 0..g.batches as i64 {
-        for c in 0..g.channels as i64 {
-            for oh in 0..g.output_size[0] as i64 {
-                for ow in 0..g.output_size[1] as i64 {
+    for n in 0..n_all {
+        for c in 0..c_all {
+            for oh in 0..h_out {
+                for ow in 0..w_out {
                     let mut values = Vec::new();
-                    for kh in 0..g.window[0] as i64 {
-                        let ih = oh * g.strides[0] as i64 - pt + kh * g.dilations[0] as i64;
-                        for kw in 0..g.window[1] as i64 {
-                            let iw = ow * g.strides[1] as i64 - pl + kw * g.dilations[1] as i64;
-                            if (0..ih_max).contains(&ih) && (0..iw_max).contains(&iw) {
-                                values.push(input.data[at(&is, [n, c, ih, iw])]);
+                    for kh in 0..window[0] {
+                        let ih = oh * strides[0] - padding[0] + kh * dilations[0];
+                        for kw in 0..window[1] {
+                            let iw = ow * strides[1] - padding[2] + kw * dilations[1];
+                            if (0..h_in).contains(&ih) && (0..w_in).contains(&iw) {
+                                values.push(input.data[index(n, c, ih, iw, [h_in, w_in])]);
                             }
                         }
                     }
@@ -276,7 +320,7 @@ pub fn reference(
                         PoolKind::L2 => values.iter().map(|x| x * x).sum::<f64>().sqrt(),
                         PoolKind::Max => values.iter().copied().fold(lowest(out.data_type), f64::max),
                     };
-                    data[at(&os, [n, c, oh, ow])] = round_to(v, out.data_type);
+                    data[index(n, c, oh, ow, [h_out, w_out])] = round_to(v, out.data_type);
                 }
             }
         }

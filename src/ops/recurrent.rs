@@ -379,13 +379,6 @@ struct Plan {
 }
 
 impl Plan {
-    fn backward(&self, direction: u32) -> bool {
-        if direction == 0 { self.first_backward } else { true }
-    }
-    /// The time index direction `d` processes at step `s`.
-    fn time(&self, d: u32, s: u32) -> u32 {
-        if self.backward(d) { self.steps - 1 - s } else { s }
-    }
     fn state_len(&self) -> u64 {
         self.directions as u64 * self.batch as u64 * self.hidden as u64
     }
@@ -569,10 +562,33 @@ pub fn validate(op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDes
     plan(op, inputs).map(|(_, outputs)| outputs)
 }
 
+/// The activations in forms that keep their relative error to a few ULP over the whole range:
+/// `exp` only of non-positive arguments (its own range reduction, as WGSL's `exp` may be a coarse
+/// approximation), sigmoid and tanh as 1 minus a small term where they approach 1, and tanh near
+/// 0 as a polynomial (Cephes' tanhf), where `(1 - e) / (1 + e)` would cancel.
 const ACTIVATIONS_WGSL: &str = "
+fn exp_nonpositive(x: f32) -> f32 {
+    if (x < -87.0) { return 0.0; }
+    let k = round(x * 1.442695041);
+    let r = (x - k * 0.693145752) - k * 1.42860677e-6;
+    let p = 1.0 + r * (1.0 + r * (0.5 + r * (0.166666667 + r * (0.0416666667 + r * (0.00833333333 + r * (0.00138888889 + r * 0.000198412698))))));
+    return ldexp(p, i32(k));
+}
 fn act_relu(v: f32) -> f32 { return max(v, 0.0); }
-fn act_sigmoid(v: f32) -> f32 { return 1.0 / (1.0 + exp(-v)); }
-fn act_tanh(v: f32) -> f32 { let e = exp(-2.0 * abs(v)); return sign(v) * (1.0 - e) / (1.0 + e); }
+fn act_sigmoid(v: f32) -> f32 {
+    let e = exp_nonpositive(-abs(v));
+    let q = e / (1.0 + e);
+    return select(q, 1.0 - q, v >= 0.0);
+}
+fn act_tanh(v: f32) -> f32 {
+    let a = abs(v);
+    if (a < 0.625) {
+        let z = v * v;
+        return ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * v + v;
+    }
+    let e = exp_nonpositive(-2.0 * a);
+    return sign(v) * (1.0 - 2.0 * (e / (1.0 + e)));
+}
 ";
 
 fn main_fn(invocations: u64, body: &str) -> String {
@@ -681,21 +697,9 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
         Cell::Gru { n, reset_after: false, .. } => format!("row / {hidden}u == {n}u"),
         _ => "false".into(),
     };
-    let mut gate_inputs = vec![("input", 0), ("weight", 1), ("recurrent_weight", 2)];
-    let bias = match p.bias {
-        Some(k) => {
-            gate_inputs.push(("bias", k));
-            format!("load_bias(d * {gh}u + row)")
-        }
-        None => "0.0".into(),
-    };
-    let recurrent_bias = match p.recurrent_bias {
-        Some(k) => {
-            gate_inputs.push(("recurrent_bias", k));
-            format!("load_recurrent_bias(d * {gh}u + row)")
-        }
-        None => "0.0".into(),
-    };
+    // The two products of every gate row, without biases: the update adds those in the spec's
+    // order, `(bias + recurrentBias) + (x W^T + h R^T)`.
+    let gate_inputs = vec![("input", 0), ("weight", 1), ("recurrent_weight", 2)];
     let gates_body = format!(
         "    let s = u32(gates[{counter}u]);
     let row = id % {gh}u;
@@ -703,11 +707,11 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
     let d = db / {batch}u;
     let b = db % {batch}u;
     let t = {time};
-    var x = {bias};
+    var x = 0.0;
     let xi = (t * {batch}u + b) * {isz}u;
     let wi = (d * {gh}u + row) * {isz}u;
     for (var k = 0u; k < {isz}u; k++) {{ x += load_input(xi + k) * load_weight(wi + k); }}
-    var r = {recurrent_bias};
+    var r = 0.0;
     if (!({skip_recurrent})) {{
         let hi = s * {state}u + db * {hidden}u;
         let ri = (d * {gh}u + row) * {hidden}u;
@@ -738,83 +742,109 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
     let g0 = db * {gh}u;
 "
     );
-    let sum = |gate: u32| format!("(gates[2u * (g0 + {o}u + u)] + gates[2u * (g0 + {o}u + u) + 1u])", o = gate as u64 * hidden);
-    let x_part = |gate: u32| format!("gates[2u * (g0 + {o}u + u)]", o = gate as u64 * hidden);
-    let h_part = |gate: u32| format!("gates[2u * (g0 + {o}u + u) + 1u]", o = gate as u64 * hidden);
     let mut update_inputs = Vec::new();
+    if let Some(k) = p.bias {
+        update_inputs.push(("bias", k));
+    }
+    if let Some(k) = p.recurrent_bias {
+        update_inputs.push(("recurrent_bias", k));
+    }
+    // The products of gate row `gate` for unit `unit` (an expression) and its biases.
+    let row = |gate: u32, unit: &str| format!("g0 + {}u + {unit}", gate as u64 * hidden);
+    let x_part = |gate: u32, unit: &str| format!("gates[2u * ({})]", row(gate, unit));
+    let h_part = |gate: u32, unit: &str| format!("gates[2u * ({}) + 1u]", row(gate, unit));
+    let bias = |gate: u32, unit: &str| {
+        p.bias.map(|_| format!("load_bias(d * {gh}u + {}u + {unit})", gate as u64 * hidden))
+    };
+    let recurrent_bias = |gate: u32, unit: &str| {
+        p.recurrent_bias.map(|_| format!("load_recurrent_bias(d * {gh}u + {}u + {unit})", gate as u64 * hidden))
+    };
+    // `a + b` where an absent term is the spec's zero constant.
+    let add = |a: Option<String>, b: String| match a {
+        Some(a) => format!("({a} + {b})"),
+        None => b,
+    };
+    let biases = |gate: u32, unit: &str| match (bias(gate, unit), recurrent_bias(gate, unit)) {
+        (Some(b), Some(r)) => Some(format!("({b} + {r})")),
+        (b, r) => b.or(r),
+    };
+    // The spec's `(bias + recurrentBias) + (x W^T + h R^T)` of a gate.
+    let sum = |gate: u32, unit: &str| add(biases(gate, unit), format!("({} + {})", x_part(gate, unit), h_part(gate, unit)));
     let mut update_scratch = vec![("gates", GATES, false), ("hidden", HIDDEN, true)];
     let body = match p.cell {
         Cell::Gru { z, r, n, reset_after } => {
             let new_gate = if reset_after {
-                format!("{}({} + r * {})", act(1), x_part(n), h_part(n))
+                // bias + (x W^T + r * (recurrentBias + h R^T)).
+                let recurrent = add(recurrent_bias(n, "u"), h_part(n, "u"));
+                format!("{}({})", act(1), add(bias(n, "u"), format!("({} + r * {recurrent})", x_part(n, "u"))))
             } else {
-                // `(r * h) recurrentWeight_n^T`: every unit's reset gate times its state.
+                // (bias + recurrentBias) + (x W^T + (r * h) R^T).
                 update_inputs.push(("recurrent_weight", 2));
-                format!(
-                    "{a1}({x} + {h} + reset_dot(s, db, d, u, g0))",
-                    a1 = act(1),
-                    x = x_part(n),
-                    h = h_part(n)
-                )
+                let products = format!("({} + reset_dot(s, db, d, u, g0))", x_part(n, "u"));
+                format!("{}({})", act(1), add(biases(n, "u"), products))
+            };
+            // 1 - sigmoid(v) is sigmoid(-v), without the cancellation of the subtraction.
+            let one_minus_z = match p.activations[0] {
+                RecurrentActivation::Sigmoid => "act_sigmoid(-zs)",
+                _ => "1.0 - z",
             };
             format!(
-                "{head}    let z = {a0}({sz});
+                "{head}    let zs = {sz};
+    let z = {a0}(zs);
     let r = {a0}({sr});
     let n = {new_gate};
-    hidden[next] = z * hidden[prev] + (1.0 - z) * n;",
+    hidden[next] = z * hidden[prev] + n * ({one_minus_z});",
                 a0 = act(0),
-                sz = sum(z),
-                sr = sum(r),
+                sz = sum(z, "u"),
+                sr = sum(r, "u"),
             )
         }
         Cell::Lstm { i, o, f, g } => {
             update_scratch.push(("cells", CELLS, true));
-            let peep = |k: u64| match p.peephole {
-                Some(_) => format!(" + load_peephole(d * {}u + {}u + u) * c", 3 * hidden, k * hidden),
-                None => String::new(),
+            // cellState * peepholeWeight + the gate's sum.
+            let peep = |k: u64, gate: u32| match p.peephole {
+                Some(_) => format!("c * load_peephole(d * {}u + {}u + u) + {}", 3 * hidden, k * hidden, sum(gate, "u")),
+                None => sum(gate, "u"),
             };
             if let Some(k) = p.peephole {
                 update_inputs.push(("peephole", k));
             }
             format!(
                 "{head}    let c = cells[prev];
-    let ig = {a0}({si}{pi});
-    let fg = {a0}({sf}{pf});
+    let ig = {a0}({si});
+    let fg = {a0}({sf});
     let gg = {a1}({sg});
-    let og = {a0}({so}{po});
+    let og = {a0}({so});
     let cn = fg * c + ig * gg;
     cells[next] = cn;
     hidden[next] = og * {a2}(cn);",
                 a0 = act(0),
                 a1 = act(1),
                 a2 = act(2),
-                si = sum(i),
-                sf = sum(f),
-                sg = sum(g),
-                so = sum(o),
-                pi = peep(0),
-                po = peep(1),
-                pf = peep(2),
+                si = peep(0, i),
+                sf = peep(2, f),
+                sg = sum(g, "u"),
+                so = peep(1, o),
             )
         }
     };
     let mut update = Kernel { inputs: update_inputs, scratch: update_scratch, invocations: state, body, cx }.build()?;
     if let Cell::Gru { r, n, reset_after: false, .. } = p.cell {
-        // Helper placed before `main`: the sum over units `j` of `r_j * h_j * R[d, n row u, j]`.
+        // Helper placed before `main`: the sum over units `j` of `(r_j * h_j) * R[d, n row u, j]`.
         let helper = format!(
             "fn reset_dot(s: u32, db: u32, d: u32, u: u32, g0: u32) -> f32 {{
     var acc = 0.0;
     let ri = (d * {gh}u + {n_row}u + u) * {hidden}u;
     for (var j = 0u; j < {hidden}u; j++) {{
-        let rj = {a0}(gates[2u * (g0 + {r_row}u + j)] + gates[2u * (g0 + {r_row}u + j) + 1u]);
-        acc += rj * hidden[s * {state}u + db * {hidden}u + j] * load_recurrent_weight(ri + j);
+        let rj = {a0}({sr});
+        acc += (rj * hidden[s * {state}u + db * {hidden}u + j]) * load_recurrent_weight(ri + j);
     }}
     return acc;
 }}
 ",
             n_row = n as u64 * hidden,
-            r_row = r as u64 * hidden,
             a0 = act(0),
+            sr = sum(r, "j"),
         );
         update.source = update.source.replacen("@compute", &format!("{helper}@compute"), 1);
     }
@@ -867,95 +897,202 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
     Ok(Lowering::Kernels { scratch, launches })
 }
 
+/// The float64 reference: the spec's cell formulas step by step, with its own reading of the
+/// arguments (operand order, gate rows of each layout, directions, shapes) instead of the
+/// lowering's plan, so that a mistake there shows as a difference.
 pub fn reference(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
-    let descriptors: Vec<&OperandDescriptor> = inputs.iter().map(|t| &t.descriptor).collect();
-    let (p, _) = plan(op, &descriptors)?;
-    let (steps, dirs, batch, hidden, isz) =
-        (p.steps as usize, p.directions as usize, p.batch as usize, p.hidden as usize, p.input_size as usize);
-    let gh = p.cell.gates() as usize * hidden;
-    let x = &inputs[0].data;
-    let w = &inputs[1].data;
-    let rw = &inputs[2].data;
-    let opt = |k: Option<usize>| k.map(|k| inputs[k].data.as_slice());
-    let (bias, rbias, peephole) = (opt(p.bias), opt(p.recurrent_bias), opt(p.peephole));
-    let state = dirs * batch * hidden;
-    let mut final_hidden = vec![0.0; state];
-    let mut final_cell = vec![0.0; state];
-    let mut sequence = vec![0.0; steps * state];
+    let operand = |k: usize| -> Result<&HostTensor> {
+        inputs.get(k).ok_or_else(|| Error::Type(format!("{}: no operand {k}", op.name())))
+    };
+    // The optional operands present, in the order of the method's options, from index `first`.
+    let optional = |first: usize, present: &[bool]| -> Result<Vec<Option<&[f64]>>> {
+        let mut next = first;
+        present
+            .iter()
+            .map(|&p| {
+                if !p {
+                    return Ok(None);
+                }
+                next += 1;
+                operand(next - 1).map(|t| Some(t.data.as_slice()))
+            })
+            .collect()
+    };
+    let (x, w, rw) = (operand(0)?, &operand(1)?.data, &operand(2)?.data);
+    let is_cell = matches!(op, Op::GruCell(_) | Op::LstmCell(_));
+    let rank = x.shape().len();
+    if rank != if is_cell { 2 } else { 3 } {
+        return Err(Error::Type(format!("{}: input of rank {rank}", op.name())));
+    }
+    let (steps, batch, input_size) = if is_cell {
+        (1, x.shape()[0] as usize, x.shape()[1] as usize)
+    } else {
+        (x.shape()[0] as usize, x.shape()[1] as usize, x.shape()[2] as usize)
+    };
+    let (hidden, direction, return_sequence) = match op {
+        Op::Gru(o) => (o.hidden_size, o.direction, o.return_sequence),
+        Op::Lstm(o) => (o.hidden_size, o.direction, o.return_sequence),
+        Op::GruCell(o) => (o.hidden_size, RecurrentDirection::Forward, false),
+        Op::LstmCell(o) => (o.hidden_size, RecurrentDirection::Forward, false),
+        _ => return Err(Error::Type(format!("{} is not a recurrent operator", op.name()))),
+    };
+    let hidden = hidden as usize;
+    let dirs = if direction == RecurrentDirection::Both { 2 } else { 1 };
+    // Gate rows in units of hiddenSize, per the layout enums' definitions.
+    enum Gates {
+        Gru { z: usize, r: usize, n: usize, reset_after: bool },
+        Lstm { i: usize, o: usize, f: usize, g: usize },
+    }
+    let (gates, bias, rbias, peephole, h0, c0, acts) = match op {
+        Op::Gru(o) => {
+            let v = optional(3, &[o.has_bias, o.has_recurrent_bias, o.has_initial_hidden_state])?;
+            (gru_rows(o.layout, o.reset_after), v[0], v[1], None, v[2], None, (&o.activations, 2))
+        }
+        Op::GruCell(o) => {
+            let v = optional(4, &[o.has_bias, o.has_recurrent_bias])?;
+            let h = Some(operand(3)?.data.as_slice());
+            (gru_rows(o.layout, o.reset_after), v[0], v[1], None, h, None, (&o.activations, 2))
+        }
+        Op::Lstm(o) => {
+            let present = [
+                o.has_bias,
+                o.has_recurrent_bias,
+                o.has_peephole_weight,
+                o.has_initial_hidden_state,
+                o.has_initial_cell_state,
+            ];
+            let v = optional(3, &present)?;
+            (lstm_rows(o.layout), v[0], v[1], v[2], v[3], v[4], (&o.activations, 3))
+        }
+        Op::LstmCell(o) => {
+            let v = optional(5, &[o.has_bias, o.has_recurrent_bias, o.has_peephole_weight])?;
+            let (h, c) = (Some(operand(3)?.data.as_slice()), Some(operand(4)?.data.as_slice()));
+            (lstm_rows(o.layout), v[0], v[1], v[2], h, c, (&o.activations, 3))
+        }
+        _ => unreachable!("matched above"),
+    };
+    fn gru_rows(layout: GruWeightLayout, reset_after: bool) -> Gates {
+        match layout {
+            GruWeightLayout::Zrn => Gates::Gru { z: 0, r: 1, n: 2, reset_after },
+            GruWeightLayout::Rzn => Gates::Gru { r: 0, z: 1, n: 2, reset_after },
+        }
+    }
+    fn lstm_rows(layout: LstmWeightLayout) -> Gates {
+        match layout {
+            LstmWeightLayout::Iofg => Gates::Lstm { i: 0, o: 1, f: 2, g: 3 },
+            LstmWeightLayout::Ifgo => Gates::Lstm { i: 0, f: 1, g: 2, o: 3 },
+        }
+    }
+    let act = |k: usize| -> RecurrentActivation {
+        match acts.0 {
+            Some(list) => list[k],
+            None if k == 0 => RecurrentActivation::Sigmoid,
+            None => RecurrentActivation::Tanh,
+        }
+    };
+    if acts.0.as_ref().is_some_and(|l| l.len() != acts.1) {
+        return Err(Error::Type(format!("{}: activations of the wrong length", op.name())));
+    }
+    let rows = match gates {
+        Gates::Gru { .. } => 3 * hidden,
+        Gates::Lstm { .. } => 4 * hidden,
+    };
+    let per_direction = |len: usize| dirs * len;
+    for (what, data, len) in [
+        ("weight", Some(w.as_slice()), rows * input_size),
+        ("recurrentWeight", Some(rw.as_slice()), rows * hidden),
+        ("bias", bias, rows),
+        ("recurrentBias", rbias, rows),
+        ("peepholeWeight", peephole, 3 * hidden),
+        ("hidden state", h0, batch * hidden),
+        ("cell state", c0, batch * hidden),
+    ] {
+        if data.is_some_and(|d| d.len() != per_direction(len)) {
+            return Err(Error::Type(format!("{}: {what} has the wrong size", op.name())));
+        }
+    }
+    let mut final_hidden = vec![0.0; dirs * batch * hidden];
+    let mut final_cell = vec![0.0; dirs * batch * hidden];
+    let mut sequence = vec![0.0; steps * dirs * batch * hidden];
     for d in 0..dirs {
-        let base = d * batch * hidden;
-        let mut h: Vec<f64> = opt(p.initial_hidden).map_or(vec![0.0; batch * hidden], |v| v[base..base + batch * hidden].to_vec());
-        let mut c: Vec<f64> = opt(p.initial_cell).map_or(vec![0.0; batch * hidden], |v| v[base..base + batch * hidden].to_vec());
-        for s in 0..steps {
-            let t = p.time(d as u32, s as u32) as usize;
-            let mut next_h = vec![0.0; batch * hidden];
-            let mut next_c = vec![0.0; batch * hidden];
+        let backward = d == 1 || direction == RecurrentDirection::Backward;
+        // Row `row` of direction d's weights, and element `k` of its biases.
+        let w_row = |row: usize| &w[(d * rows + row) * input_size..(d * rows + row + 1) * input_size];
+        let r_row = |row: usize| &rw[(d * rows + row) * hidden..(d * rows + row + 1) * hidden];
+        let opt = |v: Option<&[f64]>, k: usize| v.map_or(0.0, |v| v[k]);
+        let state = |v: Option<&[f64]>| v.map_or(vec![0.0; batch * hidden], |v| v[d * batch * hidden..(d + 1) * batch * hidden].to_vec());
+        let (mut h, mut c) = (state(h0), state(c0));
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(a, b)| a * b).sum::<f64>();
+        for step in 0..steps {
+            let t = if backward { steps - 1 - step } else { step };
+            let (mut next_h, mut next_c) = (h.clone(), c.clone());
             for b in 0..batch {
+                let xt = &x.data[(t * batch + b) * input_size..(t * batch + b + 1) * input_size];
                 let hb = &h[b * hidden..(b + 1) * hidden];
-                // Input and recurrent products of every gate row, with their biases.
-                let xg: Vec<f64> = (0..gh)
-                    .map(|row| {
-                        let wr = &w[(d * gh + row) * isz..(d * gh + row + 1) * isz];
-                        let xr = &x[(t * batch + b) * isz..(t * batch + b + 1) * isz];
-                        xr.iter().zip(wr).map(|(a, b)| a * b).sum::<f64>() + bias.map_or(0.0, |v| v[d * gh + row])
-                    })
-                    .collect();
-                let hg: Vec<f64> = (0..gh)
-                    .map(|row| {
-                        let r = &rw[(d * gh + row) * hidden..(d * gh + row + 1) * hidden];
-                        hb.iter().zip(r).map(|(a, b)| a * b).sum::<f64>() + rbias.map_or(0.0, |v| v[d * gh + row])
-                    })
-                    .collect();
-                let gate = |g: u32, u: usize| g as usize * hidden + u;
-                let [a0, a1] = [p.activations[0], p.activations[1]];
-                match p.cell {
-                    Cell::Gru { z, r, n, reset_after } => {
-                        let rs: Vec<f64> = (0..hidden).map(|u| a0.apply(xg[gate(r, u)] + hg[gate(r, u)])).collect();
-                        for u in 0..hidden {
-                            let zv = a0.apply(xg[gate(z, u)] + hg[gate(z, u)]);
-                            let nv = if reset_after {
-                                a1.apply(xg[gate(n, u)] + rs[u] * hg[gate(n, u)])
+                // (bias + recurrentBias) + (x W^T + h R^T) of gate row `row`.
+                let gate = |row: usize| {
+                    opt(bias, d * rows + row) + opt(rbias, d * rows + row) + dot(xt, w_row(row)) + dot(hb, r_row(row))
+                };
+                for u in 0..hidden {
+                    match gates {
+                        Gates::Gru { z, r, n, reset_after } => {
+                            let zu = act(0).apply(gate(z * hidden + u));
+                            let nr = n * hidden + u;
+                            let nu = if reset_after {
+                                let ru = act(0).apply(gate(r * hidden + u));
+                                opt(bias, d * rows + nr)
+                                    + dot(xt, w_row(nr))
+                                    + ru * (opt(rbias, d * rows + nr) + dot(hb, r_row(nr)))
                             } else {
-                                let row = d * gh + gate(n, u);
-                                let dot: f64 = (0..hidden).map(|j| rs[j] * hb[j] * rw[row * hidden + j]).sum();
-                                a1.apply(xg[gate(n, u)] + rbias.map_or(0.0, |v| v[row]) + dot)
+                                let rh: Vec<f64> =
+                                    (0..hidden).map(|j| act(0).apply(gate(r * hidden + j)) * hb[j]).collect();
+                                opt(bias, d * rows + nr) + opt(rbias, d * rows + nr) + dot(xt, w_row(nr)) + dot(&rh, r_row(nr))
                             };
-                            next_h[b * hidden + u] = zv * hb[u] + (1.0 - zv) * nv;
+                            let nu = act(1).apply(nu);
+                            next_h[b * hidden + u] = zu * hb[u] + nu * (1.0 - zu);
                         }
-                    }
-                    Cell::Lstm { i, o, f, g } => {
-                        let a2 = p.activations[2];
-                        for u in 0..hidden {
-                            let cv = c[b * hidden + u];
-                            let peep = |k: usize| peephole.map_or(0.0, |v| v[d * 3 * hidden + k * hidden + u]) * cv;
-                            let iv = a0.apply(xg[gate(i, u)] + hg[gate(i, u)] + peep(0));
-                            let fv = a0.apply(xg[gate(f, u)] + hg[gate(f, u)] + peep(2));
-                            let gv = a1.apply(xg[gate(g, u)] + hg[gate(g, u)]);
-                            let ov = a0.apply(xg[gate(o, u)] + hg[gate(o, u)] + peep(1));
-                            let cn = fv * cv + iv * gv;
+                        Gates::Lstm { i, o, f, g } => {
+                            let cu = c[b * hidden + u];
+                            // Peephole weights are ordered input, output, forget.
+                            let peep = |k: usize| opt(peephole, d * 3 * hidden + k * hidden + u) * cu;
+                            let iu = act(0).apply(gate(i * hidden + u) + peep(0));
+                            let fu = act(0).apply(gate(f * hidden + u) + peep(2));
+                            let gu = act(1).apply(gate(g * hidden + u));
+                            let ou = act(0).apply(gate(o * hidden + u) + peep(1));
+                            let cn = fu * cu + iu * gu;
                             next_c[b * hidden + u] = cn;
-                            next_h[b * hidden + u] = ov * a2.apply(cn);
+                            next_h[b * hidden + u] = ou * act(2).apply(cn);
                         }
                     }
                 }
             }
-            h = next_h;
-            c = next_c;
-            sequence[t * state + base..t * state + base + batch * hidden].copy_from_slice(&h);
+            (h, c) = (next_h, next_c);
+            // Output sequence [steps, directions, batch, hidden], in time order for both directions.
+            let at = (t * dirs + d) * batch * hidden;
+            sequence[at..at + batch * hidden].copy_from_slice(&h);
         }
-        final_hidden[base..base + batch * hidden].copy_from_slice(&h);
-        final_cell[base..base + batch * hidden].copy_from_slice(&c);
+        final_hidden[d * batch * hidden..(d + 1) * batch * hidden].copy_from_slice(&h);
+        final_cell[d * batch * hidden..(d + 1) * batch * hidden].copy_from_slice(&c);
     }
-    let tensor = |k: usize, data: Vec<f64>| {
-        let data = data.into_iter().map(|v| round_to(v, outputs[k].data_type)).collect();
-        HostTensor::new(outputs[k].clone(), data)
-    };
-    let mut result = vec![tensor(0, final_hidden)?];
-    if p.cell.is_lstm() {
-        result.push(tensor(1, final_cell)?);
+    let state_shape = if is_cell { vec![batch, hidden] } else { vec![dirs, batch, hidden] };
+    let mut results = vec![(state_shape.clone(), final_hidden)];
+    if matches!(gates, Gates::Lstm { .. }) {
+        results.push((state_shape, final_cell));
     }
-    if let Some(k) = p.sequence {
-        result.push(tensor(k, sequence)?);
+    if return_sequence {
+        results.push((vec![steps, dirs, batch, hidden], sequence));
     }
-    Ok(result)
+    if results.len() != outputs.len() {
+        return Err(Error::Type(format!("{}: {} outputs, the reference has {}", op.name(), outputs.len(), results.len())));
+    }
+    results
+        .into_iter()
+        .zip(outputs)
+        .map(|((shape, data), out)| {
+            if out.shape.iter().map(|&d| d as usize).ne(shape.iter().copied()) {
+                return Err(Error::Type(format!("{}: output shape {:?}, the reference's is {shape:?}", op.name(), out.shape)));
+            }
+            HostTensor::new(out.clone(), data.into_iter().map(|v| round_to(v, out.data_type)).collect())
+        })
+        .collect()
 }

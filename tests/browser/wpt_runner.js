@@ -131,6 +131,8 @@ function tolerance(name, args) {
     case 'hardSwish': return [4, 0];
     case 'softsign': return [3, 0];
     case 'batchNormalization': return [6, 0];
+    case 'gru': case 'gruCell': case 'lstm': return [3, 0];
+    case 'lstmCell': return [1, 0];
     case 'conv2d': case 'convTranspose2d': {
       // 2 * kH * kW * (inputChannels / groups).
       const f = args.filter?.shape ?? [1, 1, 1, 1];

@@ -477,6 +477,8 @@ pub fn tolerance(name: &str, op: &Op, inputs: &[&OperandDescriptor]) -> Toleranc
         ("hardSwish", _) => Tolerance::Ulp(4),
         ("softsign", _) => Tolerance::Ulp(3),
         ("batchNormalization", _) => Tolerance::Ulp(6),
+        ("gru" | "gruCell" | "lstm", _) => Tolerance::Ulp(3),
+        ("lstmCell", _) => Tolerance::Ulp(1),
         // WPT: twice the number of products summed for each output element.
         ("conv2d", Op::Conv2d(c)) => conv_tolerance(webnn_wgpu::ops::conv2d::conv2d_geometry(c, inputs)),
         ("convTranspose2d", Op::ConvTranspose2d(c)) => {
