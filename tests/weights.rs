@@ -682,6 +682,28 @@ fn a_host_copy_the_gpu_cannot_allocate_is_skipped() {
     assert!(ctx.take_uncaptured_error().is_none());
 }
 
+/// The staging buffer of float16 widened on the GPU is created inside an out-of-memory scope:
+/// when it fails (injected), the stream fails with UnknownError instead of widening from a
+/// buffer that does not exist, and a later stream computes the right values.
+#[test]
+fn a_float16_staging_buffer_the_gpu_cannot_allocate_fails_the_stream() {
+    let n = 1000usize;
+    let h: Vec<f16> = (0..n).map(|i| f16::from_f32(i as f32 * 0.25 - 60.0)).collect();
+    let (source, file) = open("staging.safetensors", safetensors(&[("h", "F16", vec![n as u64], le(&h, f16::to_le_bytes))]));
+    let file = file.unwrap();
+    let ctx = context();
+    let options = LoadOptions { float_type: Some(DataType::Float32), widen_on_gpu: Some(true), ..LoadOptions::default() };
+    let (weights, constant) = block_on(file.pending_constant_tensor(&ctx, &source, "h", &options)).unwrap();
+    // The stream's first allocation is the float16 staging buffer.
+    ctx.fail_next_allocations(1);
+    let e = block_on(constant.stream(&ctx, &mut |_, _| {})).unwrap_err();
+    ctx.fail_next_allocations(0);
+    assert_eq!(e.name(), "UnknownError", "{e}");
+    block_on(constant.stream(&ctx, &mut |_, _| {})).unwrap();
+    let want: Vec<u8> = h.iter().flat_map(|v| v.to_f32().to_le_bytes()).collect();
+    assert_eq!(read_back(&ctx, &weights), want);
+}
+
 #[test]
 fn the_memory_budget_evicts_to_host_copies_that_the_host_budget_evicts_to_disk() {
     use webnn_wgpu::memory::Residency;

@@ -351,7 +351,14 @@ pub async fn stream_tensor<S: Source>(
     let end = info.offset.checked_add(total).filter(|&e| e <= source.len()).ok_or_else(|| {
         Error::Data(format!("{file}: tensor '{}': its bytes go past the end of the file (truncated?)", info.name))
     })?;
-    let in_tensor = |e: Error| Error::Data(format!("{file}: tensor '{}': {}", info.name, e.message()));
+    // A file's fault is a DataError; a GPU allocation that failed stays an UnknownError.
+    let in_tensor = |e: Error| {
+        let message = format!("{file}: tensor '{}': {}", info.name, e.message());
+        match e {
+            Error::Unknown(_) => Error::Unknown(message),
+            _ => Error::Data(message),
+        }
+    };
     let lost = || {
         Error::InvalidState(format!("{file}: tensor '{}': the context was lost while streaming", info.name))
     };
@@ -490,13 +497,16 @@ async fn widen_on_gpu(
 ) -> Result<u64> {
     let count = n as u64 / 2;
     let header = widening_header(first_element, count)?;
-    let staging = context.create_buffer_unchecked(8 + (n as u64).div_ceil(4) * 4, "float16 staging");
+    // Inside an out-of-memory scope like every buffer; its verdict comes back while the chunk
+    // is read, and a staging buffer the GPU could not allocate fails the load, not the widening.
+    let (staging, allocated) = context.create_buffer_checked_later(8 + (n as u64).div_ceil(4) * 4, "float16 staging");
     let queue = context.queue();
     if reader.write_next(n, n.div_ceil(4) * 4, queue, &staging.buffer, 8).await? {
         queue.write_buffer(&staging.buffer, 0, &header);
     } else {
         read_into_staging(queue, reader, &staging.buffer, 0, &header, n).await?;
     }
+    allocated.await?;
     let device = context.device();
     let pipeline = context.inner.pipelines.get(device, WIDEN_F16, 1, 1).await?;
     let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
