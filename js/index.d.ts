@@ -1,5 +1,5 @@
 // Type declarations of the webnn-wgpu package: the WebNN API of the specification's IDL
-// (https://www.w3.org/TR/webnn/) and the extensions of EXTENSIONS.md (memoryBudget, memoryInfo,
+// (https://www.w3.org/TR/webnn/) and the extensions of docs/EXTENSIONS.md (memoryBudget, memoryInfo,
 // swapOut/swapIn/residency/deviceBytes/hostBytes, openWeights/MLWeightFile). Written by hand:
 // wasm-bindgen's declarations describe the internal handles, not these interfaces.
 // docs/API.md is generated from this file (node scripts/api-docs.mjs).
@@ -360,7 +360,7 @@ declare global {
     readonly fileByteLength: number;
   }
 
-  /** Extension (not in EXTENSIONS.md): options of MLWeightFile.constantTensor(). */
+  /** Extension (beyond the shared contract; docs/EXTENSIONS.md): options of MLWeightFile.constantTensor(). */
   interface MLConstantTensorOptions {
     /**
      * Weightless build. true: the promise resolves once the bytes are on the GPU. false: it

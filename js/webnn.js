@@ -414,12 +414,12 @@ class MLContext {
     slotOf(this, 'MLContext', 'this').handle.destroy();
   }
 
-  // Extension (EXTENSIONS.md): device and host bytes, budget and swap statistics.
+  // Extension (docs/EXTENSIONS.md): device and host bytes, budget and swap statistics.
   memoryInfo() {
     return slotOf(this, 'MLContext', 'this').handle.memoryInfo();
   }
 
-  // Extension (EXTENSIONS.md, "Weight files"): reads only the header of a safetensors or GGUF
+  // Extension (docs/EXTENSIONS.md, "MLContext"): reads only the header of a safetensors or GGUF
   // file; `source` is a FileSystemFileHandle, a File or a Blob. `options.floatType` ('float32'
   // or 'float16') is what bfloat16 and quantized tensors become.
   async openWeights(source, options = {}) {
@@ -709,7 +709,7 @@ class MLGraph {
     g.handle.destroy();
   }
 
-  // Extensions (EXTENSIONS.md): device memory residency.
+  // Extensions (docs/EXTENSIONS.md): device memory residency.
   async swapOut(options = {}) {
     const g = slotOf(this, 'MLGraph', 'this');
     const { to } = readMembers(options, 'swapOut(): options', { to: [(v, what) => toEnum(v, ['host', 'disk'], what), 'host'] });

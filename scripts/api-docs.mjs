@@ -70,7 +70,7 @@ const out = [
   '',
   'Generated from `js/index.d.ts` (the package\'s `index.d.ts`) by `node scripts/api-docs.mjs`;',
   'do not edit by hand (CI checks it is up to date). Members and types marked "Extension" are',
-  'this project\'s additions (see README.md, "Extensions"); everything else is the WebNN',
+  'this project\'s additions (see [EXTENSIONS.md](EXTENSIONS.md)); everything else is the WebNN',
   'specification\'s IDL.',
   '',
   '## Package entry (`import { … } from "webnn-wgpu"`)',

@@ -1,5 +1,5 @@
 // A float32 CPU stand-in for navigator.ml that covers only the operators and the memory
-// extensions (EXTENSIONS.md) the MoE demo uses. It lets Node check www/moe/webnn.js's graph
+// extensions (docs/EXTENSIONS.md) the MoE demo uses. It lets Node check www/moe/webnn.js's graph
 // wiring and its memory modes against reference.json without a browser or a GPU; the real
 // implementation is checked by tests/browser/moe.mjs in Chromium.
 

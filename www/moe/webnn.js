@@ -21,7 +21,7 @@
 // evictionPriority, so a budget evicts experts first):
 // - "resident": every graph resident, no budget.
 // - "lru": the context's memoryBudget = non-expert bytes + fraction x expert bytes; the runtime
-//   evicts the least recently dispatched graphs (the EXTENSIONS.md budget). Evicted experts go to
+//   evicts the least recently dispatched graphs (docs/EXTENSIONS.md's budget). Evicted experts go to
 //   the "disk" tier: a miss re-reads the expert from the file.
 // - "lru-host": "lru" with a hostMemoryBudget that has room for a float32 copy of every weight
 //   (non-expert + all expert bytes): the streamed constants keep host copies in GPU-copyable
