@@ -81,6 +81,6 @@ const builder = new MLGraphBuilder(context);
 ```
 
 Works from bundlers (webpack 5, Vite) and from a plain `<script type="module">`; types in
-`index.d.ts`. See the repository's README.md and docs/API.md.
+`index.d.ts`. See the repository's README.md, docs/API.md and docs/EXTENSIONS.md.
 MD
 echo "pkg/ ready: import { install } from './pkg/index.js'; npm pack pkg makes the tarball"

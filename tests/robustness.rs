@@ -446,7 +446,7 @@ fn reads_see_the_state_at_the_time_they_are_issued() {
 /// dispatches, graphs and tensors destroyed or graphs evicted right after their dispatch, and a
 /// long chain of dispatches leave each dispatch the state it was issued in. (Recording dispatches
 /// into one submission until the next queue operation was tried against this test and measured
-/// slower on the H200: see BENCHMARKS.md.)
+/// slower on the H200: see docs/benchmarks-history.md.)
 #[test]
 fn dispatches_keep_their_order_with_writes_destruction_and_eviction() {
     let d = OperandDescriptor::new(DataType::Float32, vec![4]);
