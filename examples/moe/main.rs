@@ -1,6 +1,6 @@
 //! The MoE demo model natively: greedy decoding of every reference prompt in each memory mode,
 //! a table of decode tokens/s and swap counts, and the greedy tokens checked against
-//! www/models/moe/reference.json (PyTorch). The graphs are those of www/moe/webnn.js.
+//! www/models/moe/reference.json (PyTorch). The graphs are those of www/moe/moe_graphs.js.
 //!
 //!   cargo run --release --example moe -- --sweep --tokens 32
 //!   cargo run --release --example moe -- --mode lru --budget 0.25 --tokens 8

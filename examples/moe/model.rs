@@ -1,5 +1,5 @@
 //! The demo Mixture-of-Experts model (www/models/moe) on the Rust core: the same graphs as
-//! www/moe/webnn.js, built with the core's builder. Weights come from the safetensors file
+//! www/moe/moe_graphs.js, built with the core's builder. Weights come from the safetensors file
 //! through the weight loader (float16 widened to float32 while streaming), so evicted experts
 //! go to the "disk" tier; the KV cache lives in tensors; the router runs on the GPU and the
 //! top-2 choice in host code, which then dispatches one graph per selected expert.

@@ -10,7 +10,7 @@
 // back from host copies: no bytes streamed from the file after loading.
 //   node tests/browser/moe.mjs [--mode lru|lru-host|resident|explicit|rebuild] [--budget 0.25] [--tokens 64] [--webnn cpu]
 //   node tests/browser/moe.mjs --sweep [--tokens 16]   every mode at budgets 1, 0.5, 0.25, 0.125
-// --webnn cpu runs the page on the CPU stand-in (tests/browser/webnn_cpu.mjs) instead of the
+// --webnn cpu runs the page on the CPU stand-in (www/moe/cpu_standin.mjs) instead of the
 // wasm package. Exit status 0 when every check passes.
 import path from "node:path";
 import fs from "node:fs";

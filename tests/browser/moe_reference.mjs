@@ -2,7 +2,7 @@
 // before any GPU is involved:
 //   node tests/browser/moe_reference.mjs                      the float32 CPU reference (model.js)
 //   node tests/browser/moe_reference.mjs --webnn-cpu [--mode M] [--budget F] [--tokens N]
-//        the WebNN graphs of webnn.js on a CPU stand-in for navigator.ml (webnn_cpu.mjs)
+//        the WebNN graphs of webnn.js on a CPU stand-in for navigator.ml (www/moe/cpu_standin.mjs)
 // Exit status 0 when every check passes.
 import { readFileSync } from "node:fs";
 import { join, dirname } from "node:path";
@@ -29,8 +29,8 @@ const file = parseSafetensors(new Uint8Array(bytes.buffer, bytes.byteOffset, byt
 const started = performance.now();
 let model;
 if (args["webnn-cpu"]) {
-  const { ml, MLGraphBuilder } = await import("./webnn_cpu.mjs");
-  const { WebnnMoe } = await import("../../www/moe/webnn.js");
+  const { ml, MLGraphBuilder } = await import("../../www/moe/cpu_standin.mjs");
+  const { WebnnMoe } = await import("../../www/moe/moe_graphs.js");
   model = await WebnnMoe.create({ ml, MLGraphBuilder, config, file, mode: args.mode, budgetFraction: Number(args.budget) });
 } else {
   model = new CpuModel(config, file);

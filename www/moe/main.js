@@ -6,7 +6,7 @@
 // any compatible model from the user's disk (the .safetensors and its config.json).
 // ?fresh=1 deletes the OPFS copy first. window.moe is what tests/browser/moe.mjs drives.
 import { argmax, decodeBytes, parseSafetensors, checkTensors } from "./model.js";
-import { WebnnMoe } from "./webnn.js";
+import { WebnnMoe } from "./moe_graphs.js";
 
 const $ = (id) => document.getElementById(id);
 const MB = (n) => `${(n / 1e6).toFixed(1)} MB`;
@@ -16,8 +16,8 @@ const params = new URLSearchParams(location.search);
 // navigator.ml from the wasm package; ?webnn=cpu takes the CPU stand-in the Node tests use.
 async function loadWebnn() {
   if (params.get("webnn") === "cpu") {
-    const m = await import(/* webpackIgnore: true */ "/tests/browser/webnn_cpu.mjs");
-    return { ml: m.ml, MLGraphBuilder: m.MLGraphBuilder, name: "CPU stand-in (tests/browser/webnn_cpu.mjs)" };
+    const m = await import(/* webpackIgnore: true */ new URL("./cpu_standin.mjs", import.meta.url).href);
+    return { ml: m.ml, MLGraphBuilder: m.MLGraphBuilder, name: "CPU stand-in (www/moe/cpu_standin.mjs)" };
   }
   const { install, init } = await import("../../pkg/index.js");
   install({ force: true });

@@ -1,5 +1,5 @@
 // A float32 CPU stand-in for navigator.ml that covers only the operators and the memory
-// extensions (docs/EXTENSIONS.md) the MoE demo uses. It lets Node check www/moe/webnn.js's graph
+// extensions (docs/EXTENSIONS.md) the MoE demo uses. It lets Node check www/moe/moe_graphs.js's graph
 // wiring and its memory modes against reference.json without a browser or a GPU; the real
 // implementation is checked by tests/browser/moe.mjs in Chromium.
 
@@ -139,20 +139,23 @@ class MLGraphBuilder {
       return r;
     });
   }
-  reduceMean(a, { axes, keepDimensions }) {
-    if (axes.length !== 1 || axes[0] !== a.shape.length - 1) throw new TypeError("reduceMean: last axis only here");
+  // Reductions over the last axis only, which is all the demo uses.
+  reduceLast(name, a, { axes, keepDimensions }, term, finish) {
+    if (axes.length !== 1 || axes[0] !== a.shape.length - 1) throw new TypeError(`${name}: last axis only here`);
     const n = a.shape.at(-1);
     const shape = keepDimensions ? [...a.shape.slice(0, -1), 1] : a.shape.slice(0, -1);
     return this.op(shape, [a], (x) => {
       const r = new Float32Array(x.length / n);
       for (let i = 0; i < r.length; i++) {
         let s = 0;
-        for (let j = 0; j < n; j++) s += x[i * n + j];
-        r[i] = s / n;
+        for (let j = 0; j < n; j++) s += term(x[i * n + j]);
+        r[i] = finish(s, n);
       }
       return r;
     });
   }
+  reduceMean(a, options) { return this.reduceLast("reduceMean", a, options, (v) => v, (s, n) => s / n); }
+  reduceSumSquare(a, options) { return this.reduceLast("reduceSumSquare", a, options, (v) => v * v, (s) => s); }
   softmax(a, axis) {
     if (axis !== a.shape.length - 1) throw new TypeError("softmax: last axis only here");
     const n = a.shape.at(-1);
