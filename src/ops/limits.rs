@@ -63,8 +63,14 @@ pub fn check(limits: &TensorLimits, descriptor: &OperandDescriptor) -> Result<()
     Ok(())
 }
 
-/// Every operator's limits, in the order of the spec.
-pub fn all() -> Vec<OpLimits> {
+/// Every operator's limits, sorted by name (the order of a WebIDL dictionary's members), built
+/// once.
+pub fn all() -> &'static [OpLimits] {
+    static TABLE: std::sync::OnceLock<Vec<OpLimits>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(table)
+}
+
+fn table() -> Vec<OpLimits> {
     let mut all = Vec::new();
     all.extend(crate::ops::elementwise_binary::limits());
     all.extend(crate::ops::logical::limits());
@@ -99,8 +105,11 @@ pub fn all() -> Vec<OpLimits> {
 }
 
 /// The limits of one operator by its spec name.
-pub fn of(name: &str) -> Result<OpLimits> {
-    all().into_iter().find(|l| l.name == name).ok_or_else(|| Error::NotSupported(format!("{name} is not supported")))
+pub fn of(name: &str) -> Result<&'static OpLimits> {
+    let all = all();
+    all.binary_search_by(|l| l.name.cmp(name))
+        .map(|i| &all[i])
+        .map_err(|_| Error::NotSupported(format!("{name} is not supported")))
 }
 
 /// Checks that an operator got the number of operand inputs its options call for.
