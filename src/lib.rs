@@ -1,19 +1,23 @@
 //! webnn-wgpu: the WebNN API on WebGPU through wgpu, with device memory primitives.
 //!
-//! Crate map (data flows downward):
-//! - [`api`] (wasm32 only): wasm-bindgen classes with the spec's JavaScript names; maps
-//!   [`error::Error`] to `TypeError`/`DOMException` in one place.
-//! - [`graph`]: operand descriptors and the builder core that validates and records operators.
+//! Crate map (docs/DESIGN.md, "Layers and backends", says which imports still go upward):
+//! - [`graph`]: data types and operand descriptors, and the builder core that validates and
+//!   records operators into the IR a backend runs (`GraphDescription`).
 //! - [`ops`]: one file per operator family: options, validation, WGSL lowering, float64
 //!   reference, `opSupportLimits` entry.
-//! - [`runtime`]: wgpu device setup, buffer registry, pipeline cache, tensors, compiled graphs and
-//!   dispatch.
+//! - [`backend`]: what a backend provides; the float64 reference backend that runs whole graphs
+//!   on the host (the independent check of the WebGPU backend).
+//! - [`runtime`]: the WebGPU backend: device setup, allocation, the queue, reads, tensors,
+//!   compiled graphs and dispatch.
 //! - [`memory`]: residency of constants, the shared intermediate pool, the memory budget with
 //!   least-recently-used eviction, host copies.
 //! - [`weights`]: weight files (safetensors, GGUF): header readers and chunked streaming of
 //!   tensors to the GPU with type conversion.
+//! - [`api`] (wasm32 only): wasm-bindgen classes with the spec's JavaScript names; maps
+//!   [`error::Error`] to `TypeError`/`DOMException` in one place.
 //! - [`error`]: the core error with the spec's error kinds.
 
+pub mod backend;
 pub mod error;
 pub mod graph;
 pub mod memory;

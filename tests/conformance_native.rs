@@ -1,9 +1,12 @@
-//! The WPT-derived conformance cases run natively (llvmpipe or a GPU) through the core API.
-//! Set `WPT_FILES=add.json,relu.json` to run a subset. The same cases run in headless Chromium
-//! through the JavaScript API in `tests/browser/`.
+//! The WPT-derived conformance cases run natively through the core API, on the WebGPU backend
+//! (llvmpipe or a GPU) and on the float64 reference backend. Set `WPT_FILES=add.json,relu.json`
+//! to run a subset. The same cases run in headless Chromium through the JavaScript API in
+//! `tests/browser/`.
 #![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
+
+use common::wpt::Backend;
 
 /// Cases that must run (pass or fail, not skipped) when every file runs: of the 1,479, only
 /// those whose types or ranks `opSupportLimits()` does not list may be skipped.
@@ -11,6 +14,18 @@ const MIN_CASES_RUN: usize = 1400;
 
 #[test]
 fn wpt_conformance_native() {
+    run_every_file(Backend::WebGpu);
+}
+
+/// The reference backend runs every case the WebGPU backend runs, within the same tolerances:
+/// the families' float64 references (which the other tests compare kernels with) agree with
+/// WPT's data, operator by operator and across whole graphs.
+#[test]
+fn wpt_conformance_reference_backend() {
+    run_every_file(Backend::Reference);
+}
+
+fn run_every_file(backend: Backend) {
     let ctx = common::context();
     let dir = format!("{}/tests/conformance/wpt", env!("CARGO_MANIFEST_DIR"));
     let mut files: Vec<String> = std::fs::read_dir(&dir)
@@ -29,7 +44,7 @@ fn wpt_conformance_native() {
     let (mut passed, mut skipped, mut failed) = (0, 0, 0);
     let mut report = Vec::new();
     for file in &files {
-        let (p, s, failures) = common::wpt::run_file(&ctx, file);
+        let (p, s, failures) = common::wpt::run_file(&ctx, file, backend);
         println!(
             "{file:32} pass {p:4}  skip {s:4}  fail {:4}",
             failures.len()

@@ -114,6 +114,14 @@ impl SharedConstant {
         self.stale.get()
     }
 
+    /// A copy of the bytes of a constant held in host memory (`None` for a file-backed one).
+    pub fn host_copy(&self) -> Option<Vec<u8>> {
+        match &self.backing {
+            Backing::Host(h) => Some(h.to_vec()),
+            Backing::File(_) => None,
+        }
+    }
+
     pub fn host_bytes(&self) -> u64 {
         match &self.backing {
             Backing::Host(h) => h.len(),

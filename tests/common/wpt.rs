@@ -1,11 +1,13 @@
 //! A native runner for the WPT-derived conformance cases in `tests/conformance/wpt`: builds each
-//! case's graph through the core builder, dispatches it and compares with WPT's tolerances.
+//! case's graph through the core builder, runs it on a backend (WebGPU, or the float64 reference
+//! backend) and compares with WPT's tolerances.
 //! Cases whose operand types or ranks `opSupportLimits()` does not list are skipped, as WPT and
 //! the browser runner do; anything else that does not pass, an operator this runner cannot map
 //! included, is a failure.
 
 use serde_json::{Map, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use webnn_wgpu::backend::reference::ReferenceGraph;
 use webnn_wgpu::graph::{DataType, GraphBuilder, Number, Operand, OperandDescriptor};
 use webnn_wgpu::ops::{self, HostTensor, Op};
 use webnn_wgpu::runtime::{Context, Tensor, TensorDescriptor};
@@ -583,15 +585,23 @@ fn operand_args(
 }
 
 /// Runs one case. Only the skip rule skips: an error, whatever it says, is a failure.
-pub fn run_case(ctx: &Context, case: &Value) -> Outcome {
-    block_on(run_case_inner(ctx, case)).unwrap_or_else(|e| Outcome::Fail(e.to_string()))
+/// Which backend runs the cases' graphs (the builder and its validation are the same for both).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Backend {
+    WebGpu,
+    Reference,
 }
 
-async fn run_case_inner(ctx: &Context, case: &Value) -> Result<Outcome> {
+pub fn run_case(ctx: &Context, case: &Value, backend: Backend) -> Outcome {
+    block_on(run_case_inner(ctx, case, backend)).unwrap_or_else(|e| Outcome::Fail(e.to_string()))
+}
+
+async fn run_case_inner(ctx: &Context, case: &Value, backend: Backend) -> Result<Outcome> {
     let graph = &case["graph"];
     let mut builder = GraphBuilder::new(ctx)?;
     let mut operands: HashMap<String, Operand> = HashMap::new();
     let mut feeds: Vec<(String, Tensor)> = Vec::new();
+    let mut host_feeds: BTreeMap<String, HostTensor> = BTreeMap::new();
     let empty = Map::new();
     let inputs = graph["inputs"].as_object().unwrap_or(&empty);
     // As the browser runner: the graph's inputs against `opSupportLimits()`'s `input` and
@@ -616,9 +626,13 @@ async fn run_case_inner(ctx: &Context, case: &Value) -> Result<Outcome> {
     }
     for (id, input) in inputs {
         let d = descriptor(&input["descriptor"])?;
-        let bytes = host_tensor(&d, &input["data"])?.to_bytes();
+        let value = host_tensor(&d, &input["data"])?;
+        let bytes = value.to_bytes();
         let operand = if input["constant"].as_bool().unwrap_or(false) {
             builder.constant(d.clone(), &bytes)?
+        } else if backend == Backend::Reference {
+            host_feeds.insert(id.clone(), HostTensor::from_bytes(d.clone(), &bytes)?);
+            builder.input(id, d)?
         } else {
             let t = ctx
                 .create_tensor(TensorDescriptor {
@@ -687,31 +701,28 @@ async fn run_case_inner(ctx: &Context, case: &Value) -> Result<Outcome> {
         .cloned()
         .unwrap_or_default();
     let mut named = Vec::new();
-    let mut results = Vec::new();
+    let mut wanted = Vec::new();
     for (id, e) in &expected {
         let operand = *operands
             .get(id)
             .ok_or_else(|| Error::Type(format!("no operand {id}")))?;
         named.push((id.clone(), operand));
         let d = descriptor(&e["descriptor"])?;
-        let t = ctx
-            .create_tensor(TensorDescriptor {
-                operand: d.clone(),
-                readable: true,
-                writable: false,
-            })
-            .await?;
         let want = host_tensor(&d, &e["data"])?;
-        results.push((id.clone(), t, d, want));
+        wanted.push((id.clone(), d, want));
     }
-    let graph = builder.build(&named).await?;
-    let outs: Vec<(String, Tensor)> = results
-        .iter()
-        .map(|(id, t, _, _)| (id.clone(), t.clone()))
-        .collect();
-    ctx.dispatch(&graph, &feeds, &outs)?;
-    for (id, t, d, want) in &results {
-        let got = HostTensor::from_bytes(d.clone(), &ctx.read_tensor(t).await?)?;
+    let got = match backend {
+        Backend::WebGpu => run_on_webgpu(ctx, builder, &named, &feeds, &wanted).await?,
+        Backend::Reference => {
+            let graph = ReferenceGraph::compile(builder.prepare_build(&named)?)?;
+            graph.dispatch(&host_feeds)?
+        }
+    };
+    for (id, d, want) in &wanted {
+        let got = got.get(id).ok_or_else(|| Error::Type(format!("no output {id}")))?;
+        if &got.descriptor != d {
+            return Ok(Outcome::Fail(format!("{id}: got {}, expected {d}", got.descriptor)));
+        }
         if d.data_type.is_wide() {
             if let Some(i) = (0..got.exact.len()).find(|&i| got.exact[i] != want.exact[i]) {
                 return Ok(Outcome::Fail(format!("{id}[{i}]: got {}, expected {}", got.exact[i], want.exact[i])));
@@ -735,8 +746,36 @@ async fn run_case_inner(ctx: &Context, case: &Value) -> Result<Outcome> {
     Ok(Outcome::Pass)
 }
 
+/// Builds the graph on the WebGPU backend, dispatches it and reads every output back.
+async fn run_on_webgpu(
+    ctx: &Context,
+    mut builder: GraphBuilder,
+    named: &[(String, Operand)],
+    feeds: &[(String, Tensor)],
+    wanted: &[(String, OperandDescriptor, HostTensor)],
+) -> Result<BTreeMap<String, HostTensor>> {
+    let mut outs = Vec::new();
+    for (id, d, _) in wanted {
+        let t = ctx
+            .create_tensor(TensorDescriptor {
+                operand: d.clone(),
+                readable: true,
+                writable: false,
+            })
+            .await?;
+        outs.push((id.clone(), t));
+    }
+    let graph = builder.build(named).await?;
+    ctx.dispatch(&graph, feeds, &outs)?;
+    let mut got = BTreeMap::new();
+    for ((id, t), (_, d, _)) in outs.iter().zip(wanted) {
+        got.insert(id.clone(), HostTensor::from_bytes(d.clone(), &ctx.read_tensor(t).await?)?);
+    }
+    Ok(got)
+}
+
 /// Runs every case of one JSON file; returns (passed, skipped, failures).
-pub fn run_file(ctx: &Context, file: &str) -> (usize, usize, Vec<String>) {
+pub fn run_file(ctx: &Context, file: &str, backend: Backend) -> (usize, usize, Vec<String>) {
     let path = format!(
         "{}/tests/conformance/wpt/{file}",
         env!("CARGO_MANIFEST_DIR")
@@ -746,7 +785,7 @@ pub fn run_file(ctx: &Context, file: &str) -> (usize, usize, Vec<String>) {
     let (mut passed, mut skipped, mut failures) = (0, 0, Vec::new());
     for case in json["tests"].as_array().cloned().unwrap_or_default() {
         let name = case["name"].as_str().unwrap_or("?").to_string();
-        match run_case(ctx, &case) {
+        match run_case(ctx, &case, backend) {
             Outcome::Pass => passed += 1,
             Outcome::Skip(_) => skipped += 1,
             Outcome::Fail(why) => failures.push(format!("{name}: {why}")),
