@@ -1,11 +1,15 @@
 //! The wgpu runtime: device and context setup, device buffers with exact accounting, the
 //! pipeline cache, tensors, and compiled graphs with their execution plans.
 
+pub mod allocation;
 pub mod buffer;
 pub mod context;
+pub mod dispatch;
 pub mod graph;
 pub mod oneshot;
 pub mod pipeline;
+pub mod queue;
+pub mod read;
 pub mod tensor;
 
 pub use buffer::{BufferRegistry, DeviceBuffer};

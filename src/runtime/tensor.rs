@@ -3,8 +3,11 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use crate::error::{Error, Result};
 use crate::graph::OperandDescriptor;
-use crate::memory::SharedConstant;
+use crate::memory::{HostBytes, SharedConstant};
+use crate::ops::wgsl::buffer_size;
+use crate::runtime::queue::DeferredOp;
 use crate::runtime::buffer::DeviceBuffer;
 use crate::runtime::context::Context;
 
@@ -118,4 +121,92 @@ impl Tensor {
         self.inner.destroyed.set(true);
         self.inner.storage.borrow_mut().take();
     }
+}
+
+impl Context {
+    /// `createTensor(descriptor)`.
+    pub async fn create_tensor(&self, descriptor: TensorDescriptor) -> Result<Tensor> {
+        self.check_not_lost()?;
+        descriptor.operand.check_dimensions()?;
+        self.check_tensor_byte_length(&descriptor.operand)?;
+        let size = buffer_size(&descriptor.operand);
+        self.make_room(0, &|| size)?;
+        let buffer = self.create_buffer(size, "MLTensor").await?;
+        Ok(Tensor::new(self, descriptor, buffer))
+    }
+
+    /// `createConstantTensor(descriptor, inputData)`.
+    pub async fn create_constant_tensor(&self, descriptor: OperandDescriptor, bytes: &[u8]) -> Result<Tensor> {
+        self.check_not_lost()?;
+        descriptor.check_dimensions()?;
+        self.check_tensor_byte_length(&descriptor)?;
+        check_byte_length(&descriptor, bytes.len())?;
+        let host = HostBytes::from_slice(bytes, self.host_byte_counter());
+        self.create_constant_tensor_host(descriptor, host).await
+    }
+
+    /// `createConstantTensor` from a host copy the caller made (JS-owned on the web).
+    pub async fn create_constant_tensor_host(&self, descriptor: OperandDescriptor, host: HostBytes) -> Result<Tensor> {
+        self.check_not_lost()?;
+        descriptor.check_dimensions()?;
+        self.check_tensor_byte_length(&descriptor)?;
+        check_byte_length(&descriptor, host.len() as usize)?;
+        let size = buffer_size(&descriptor);
+        self.make_room(0, &|| size)?;
+        let constant = Rc::new(SharedConstant::new(size, host));
+        let attempt = || constant.make_resident(self);
+        let uploaded = self
+            .confirm_allocation(self.try_allocate(false, attempt), 0, attempt, |_| constant.release(), |e| {
+                Error::Unknown(format!("GPU allocation of {size} bytes failed: {e}"))
+            })
+            .await?;
+        self.inner.memory.bytes_uploaded.set(self.inner.memory.bytes_uploaded.get() + uploaded);
+        let descriptor = TensorDescriptor { operand: descriptor, readable: false, writable: false };
+        Ok(Tensor::new_constant(self, descriptor, constant))
+    }
+
+    pub(super) fn check_tensor(&self, tensor: &Tensor) -> Result<()> {
+        if !tensor.context().same(self) {
+            return Err(Error::Type("the MLTensor belongs to another MLContext".into()));
+        }
+        if tensor.is_destroyed() {
+            return Err(Error::Type("the MLTensor is destroyed".into()));
+        }
+        Ok(())
+    }
+
+    /// `writeTensor(tensor, inputData)`: validates synchronously, then queues the write.
+    pub fn write_tensor(&self, tensor: &Tensor, bytes: &[u8]) -> Result<()> {
+        self.check_tensor(tensor)?;
+        if !tensor.writable() {
+            return Err(Error::Type("the MLTensor was not created writable".into()));
+        }
+        check_byte_length(tensor.descriptor(), bytes.len())?;
+        if self.is_lost() {
+            return Ok(());
+        }
+        if let Some(buffer) = tensor.buffer() {
+            if self.is_deferring() {
+                let (context, bytes) = (self.clone(), bytes.to_vec());
+                self.defer(DeferredOp::Run(Box::new(move || {
+                    crate::memory::host::write_padded(&context.inner.queue, &buffer.buffer, 0, &bytes);
+                    Ok(())
+                })));
+            } else {
+                crate::memory::host::write_padded(&self.inner.queue, &buffer.buffer, 0, bytes);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The spec's "validating buffer with descriptor": the byte length must match exactly.
+pub fn check_byte_length(descriptor: &OperandDescriptor, len: usize) -> Result<()> {
+    if len as u64 != descriptor.byte_length() {
+        return Err(Error::Type(format!(
+            "the buffer holds {len} bytes but {descriptor} needs {}",
+            descriptor.byte_length()
+        )));
+    }
+    Ok(())
 }

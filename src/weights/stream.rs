@@ -25,7 +25,7 @@ use crate::memory::host::write_padded;
 use crate::memory::{Restream, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::memory::host_cache::HostCopy;
-use crate::runtime::context::{PendingCopy, PendingPass};
+use crate::runtime::queue::{PendingCopy, PendingPass};
 use crate::runtime::{Context, Tensor, TensorDescriptor};
 use crate::weights::lanes::{Lane, Span};
 use crate::weights::{Source, StoredType, TensorInfo, WeightFile};
