@@ -1,4 +1,4 @@
-// A minimal ONNX writer for the kernel benchmark (tests/browser/bench_kernels.mjs): the few
+// A minimal ONNX writer for the kernel benchmark (bench/kernels.mjs): the few
 // protobuf messages of onnx.proto a float32 graph of standard ops needs, so the benchmark builds
 // its models in the page rather than downloading or committing any.
 

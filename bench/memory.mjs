@@ -2,8 +2,8 @@
 // for graphs holding 16, 64 and 256 MiB of constants, swapIn against a raw GPUQueue.writeBuffer
 // of the same bytes (the physical reference), against what the standard allows today (destroy,
 // then rebuild from JS ArrayBuffers), and swapOut latency. Prints a markdown table.
-//   node tests/browser/bench_memory.mjs
-import { start, openPage, writeOut } from './browser.mjs';
+//   node bench/memory.mjs
+import { start, openPage, writeOut } from '../tests/browser/browser.mjs';
 
 const { browser, url, close } = await start();
 try {

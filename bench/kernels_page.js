@@ -1,10 +1,10 @@
-// In-page half of the kernel benchmark (tests/browser/bench_kernels.mjs, page bench_kernels.html):
+// In-page half of the kernel benchmark (bench/kernels.mjs, page kernels.html):
 // one shape on one implementation per call of window.bench.cell(shape, impl). Every
 // implementation gets the same float32 data, is warmed up, then timed over repeated runs ending
 // with one read back to the CPU; the read-back result is checked against a float64 CPU reference.
 //   impl: 'ours' (navigator.ml from pkg/), 'ort' (onnxruntime-web, webgpu EP), 'tfjs' (tfjs,
 //   webgpu backend), 'wgsl' (a plain hand-written WGSL kernel on the page's own GPUDevice).
-import { onnxModel } from './onnx.js';
+import { onnxModel } from '../tests/browser/onnx.js';
 
 const F32 = 'float32';
 const EPS = 1e-5; // layerNormalization epsilon

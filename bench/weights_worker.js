@@ -1,4 +1,4 @@
-// The dedicated-Worker paths of bench_weights.mjs: answers {path, file} with {ms} or {error}.
+// The dedicated-Worker paths of weights.mjs: answers {path, file} with {ms} or {error}.
 //   ours  openWeights(OPFS handle) + constantTensor() per tensor (sync access handles in a Worker)
 //   sync  plain JS: createSyncAccessHandle(), read(view, {at}) of 8 MiB into one reused buffer,
 //         GPUQueue.writeBuffer; every 4 chunks it waits for the writes before the previous 4

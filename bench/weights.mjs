@@ -21,7 +21,7 @@
 //   ours-worker  `ours` in a dedicated Worker (tensors read through sync access handles)
 //   sync-worker  plain JS in a dedicated Worker: createSyncAccessHandle(), read(view, {at}) of
 //             8 MiB into one reused buffer, writeBuffer, a wait every 4 chunks (see
-//             bench_weights_worker.js)
+//             weights_worker.js)
 // Every path creates its GPU buffers (or constants) and ends with a GPU round trip inside the
 // timed span, so the time covers allocation and the bytes reaching the GPU; `ours` keeps one
 // MLContext across runs as the plain paths keep one GPUDevice. Memory (Window paths only):
@@ -39,7 +39,7 @@
 // PATHS="byob ours" runs a subset. Prints a markdown table; exits non-zero when a path failed.
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
-import { start, openHarness, withTimeout } from './browser.mjs';
+import { start, openHarness, withTimeout } from '../tests/browser/browser.mjs';
 
 const sizes = (process.env.SIZES_MIB || '256 1024').split(/\s+/).filter(Boolean).map(Number);
 const REPEATS = Number(process.env.REPEATS || 5);
@@ -97,7 +97,7 @@ const openBench = async () => {
     // terminated after it so that its GPU device goes with it (SwiftShader's GPU process
     // does not survive several devices holding 1 GiB each next to the standard path's 2 GiB).
     const inWorker = async (path, file) => {
-      const worker = new Worker('/tests/browser/bench_weights_worker.js', { type: 'module' });
+      const worker = new Worker('/bench/weights_worker.js', { type: 'module' });
       const reply = await new Promise((resolve) => {
         worker.onmessage = (e) => resolve(e.data);
         worker.onerror = (e) => resolve({ error: e.message });

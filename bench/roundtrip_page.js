@@ -1,5 +1,5 @@
-// The round-trip benchmark's page code (tests/browser/bench_roundtrip.mjs, and
-// bench_roundtrip.html for a browser driven without Node, such as on the GPU machine): a small
+// The round-trip benchmark's page code (bench/roundtrip.mjs, and
+// roundtrip.html for a browser driven without Node, such as on the GPU machine): a small
 // tensor's dispatch + readTensor through navigator.ml beside the same work in plain WebGPU.
 
 /** Resolves to [[path, ms], ...]: the median over batches of 20 round trips of each batch's mean. */

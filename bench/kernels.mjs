@@ -3,14 +3,14 @@
 // webgpu execution provider, tfjs's webgpu backend and a plain hand-written WGSL kernel, all on
 // the same data in the same browser; then MoE decode tokens/s (www/moe, ours only). Every
 // result is checked against a float64 CPU reference; a failed check is shown and not counted.
-// Prints a markdown table and writes out/bench_kernels.json.
+// Prints a markdown table and writes out/kernels.json.
 //   npm run bench:kernels [-- --shapes mm256,gemv,mlp] [--impls ours,ort,tfjs,wgsl]
 //                         [--budget-ms 3000] [--moe-tokens 8]
 // --budget-ms: time each cell aims at after its warm-up (at least one timed run, at most 50).
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { start, openPage, writeOut, ROOT } from './browser.mjs';
+import { start, openPage, writeOut, ROOT } from '../tests/browser/browser.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -58,7 +58,7 @@ const { browser, url, close } = await start(ROOT);
 const results = { date: new Date().toISOString(), adapter: null, opts, cells: {}, backends: {}, warnings: [], moe: null };
 let failures = 0;
 try {
-  const page = await openPage(browser, `${url}/tests/browser/bench_kernels.html`, 'bench');
+  const page = await openPage(browser, `${url}/bench/kernels.html`, 'bench');
   const log = [];
   page.on('console', (m) => log.push(`${m.type()}: ${m.text()}`));
   await page.evaluate(() => window.bench.ready);
@@ -135,6 +135,6 @@ lines.push('', 'Backends: ' + Object.entries(results.backends).map(([i, b]) => `
 for (const w of results.warnings) lines.push(`WARNING: ${w}`);
 console.log('\n' + lines.join('\n'));
 results.table = lines.join('\n');
-writeOut('bench_kernels.json', results);
-console.log(`\nwritten: out/bench_kernels.json${failures ? `; ${failures} cell(s) failed` : ''}`);
+writeOut('kernels.json', results);
+console.log(`\nwritten: out/kernels.json${failures ? `; ${failures} cell(s) failed` : ''}`);
 process.exit(failures ? 1 : 0);
