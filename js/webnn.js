@@ -753,8 +753,8 @@ defineInterface(MLOperand, 'MLOperand');
 // 'dataType', 'splits', or an array of enum values); `options` maps each member of the options
 // dictionary (beyond MLOperatorOptions.label) to [kind, default] -- an 'operand' member is
 // appended to the operator's inputs in table order and passed as `true`; `sequence` marks a
-// method returning sequence<MLOperand>. Adding an operator is one entry here plus one arm in
-// src/api/ops.rs (op_from_js).
+// method returning sequence<MLOperand>. docs/DESIGN.md ("Adding an operator") lists the other
+// places an operator touches.
 const A = [['a', 'operand']];
 const AB = [['a', 'operand'], ['b', 'operand']];
 const INPUT = [['input', 'operand']];

@@ -1,4 +1,4 @@
-//! Builder method name -> [`Op`]: one arm per operator. `js/webnn.js`'s operator table converts
+//! Builder method name -> [`Op`]: one arm per builder method. `js/webnn.js`'s operator table converts
 //! the arguments and options (with the spec's defaults filled in) into one plain object; an
 //! optional operand option (gemm's `c`) arrives as `true` when given, and the operand itself is
 //! appended to the operator's inputs in table order.
@@ -165,8 +165,8 @@ pub fn number(v: &JsValue) -> Option<Number> {
     Some(Number::Double(if negative { -magnitude } else { magnitude } as f64))
 }
 
-/// The operator a builder method records. Extending the API with an operator is one entry in
-/// `js/webnn.js`'s `OPERATORS` table plus one arm here.
+/// The operator a builder method records (the places an operator touches are listed in
+/// docs/DESIGN.md, "Adding an operator").
 pub fn op_from_js(name: &str, p: &Params) -> Result<Op> {
     let reduce = |op| -> Result<Op> {
         Ok(Op::Reduce(op, ReduceOptions { axes: p.opt_u32s("axes")?, keep_dimensions: p.bool("keepDimensions")? }))

@@ -1,6 +1,7 @@
 //! The operator registry. Each operator family lives in one file with its options, its
 //! validation (the spec's steps, returning the output descriptors), its WGSL lowering, its float64
-//! reference and its `opSupportLimits()` entry; this file only routes [`Op`] to the family.
+//! reference and its `opSupportLimits()` entry. This file routes [`Op`] to the family, and runs
+//! the references of data movement on int64/uint64 values one 32-bit word at a time.
 
 pub mod activation;
 pub mod arg_min_max;

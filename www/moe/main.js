@@ -73,7 +73,10 @@ function checkConfig(config, name) {
   }
 }
 
-/** Reads only the header of `source` and checks its tensors against `config`; throws a TypeError naming the file. */
+/**
+ * Checks the tensors of `source` against `config`; throws a TypeError naming the file.
+ * openWeights() reads only the header; a navigator.ml without it (the CPU stand-in) reads the file.
+ */
 async function checkModel(source, config, name) {
   const { ml } = state.webnn;
   const context = await ml.createContext();

@@ -2,26 +2,27 @@
 //!
 //! Both lower to one matrix-product generator:
 //! `out[batch, m, n] = alpha * sum_k A[m, k] * B[k, n] + beta * C[m, n]`, with A and B read
-//! through strides (which covers gemm's transposes) and batch offsets broadcast from the
-//! output's batch index (matmul). Accumulation is in f32 for float32 and float16 alike (float16
-//! stored packed two to a u32 word, so no `shader-f16` is needed). Kernels, chosen by shape and
-//! adapter:
-//! - tiled (M, N >= 16), on a GPU: register-blocked tiles of A and B in workgroup memory, loaded
-//!   in quads (vec4 for aligned float32), each invocation accumulating a `tm x tn` block in vec4
-//!   registers with the k-loop unrolled; no bounds checks when M, N, K divide the tile. 128x128
-//!   tiles (8x8 per invocation) when they give enough workgroups, else 64x64.
-//! - registers (M, N >= 16, and M <= 8 with B contiguous along N), on a CPU-emulated adapter
-//!   (SwiftShader, llvmpipe: a workgroup's invocations are SIMD lanes of a CPU thread, barriers
-//!   and workgroup memory are slow, caches are large): no workgroup memory, each invocation an
-//!   8x8 block (or all M <= 8 rows by 8 columns) straight from the operands, K in quads.
-//! - GEMV (M <= 8, B contiguous along N: token decoding), on a GPU: coalesced quad loads across
-//!   N, K split over the workgroup's invocations and over workgroups (partial sums added by a
-//!   second launch), so the weight is streamed once at memory bandwidth.
-//! - dot (A and B contiguous along K: N = 1, or gemm with bTranspose and small M): on a GPU a
-//!   group of invocations per output, reduced in workgroup memory; on a CPU adapter each
+//! through strides (which covers gemm's transposes) and batch offsets broadcast from the output's
+//! batch index (matmul). Accumulation is in f32 for float32 and
+//! float16 alike (float16 stored packed two to a u32 word, so no `shader-f16` is needed). Kernels,
+//! chosen by shape and adapter, one file each:
+//! - tiled (`tiles.rs`; M, N >= 16), on a GPU: register-blocked tiles of A and B in workgroup
+//!   memory, loaded in quads (vec4 for aligned float32), each invocation accumulating a `tm x tn`
+//!   block in vec4 registers with the k-loop unrolled; no bounds checks when M, N, K divide the
+//!   tile. 128x128 tiles (8x8 per invocation) when they give enough workgroups, else 64x64.
+//! - registers (`registers.rs`; M, N >= 16, and M <= 8 with B contiguous along N), on a CPU-
+//!   emulated adapter (SwiftShader, llvmpipe: a workgroup's invocations are SIMD lanes of a CPU
+//!   thread, barriers and workgroup memory are slow, caches are large): no workgroup memory, each
+//!   invocation an 8x8 block (or all M <= 8 rows by 8 columns) straight from the operands, K in
+//!   quads.
+//! - GEMV (`gemv.rs`; M <= 8, B contiguous along N: token decoding), on a GPU: coalesced quad loads
+//!   across N, K split over the workgroup's invocations and over workgroups (partial sums added by
+//!   a second launch), so the weight is streamed once at memory bandwidth.
+//! - dot (`dot.rs`; A and B contiguous along K: N = 1, or gemm with bTranspose and small M): on a
+//!   GPU a group of invocations per output, reduced in workgroup memory; on a CPU adapter each
 //!   invocation sums its own block of outputs along K in quads.
-//! - direct: the remaining small shapes (9..15 rows, or 2..8 columns with B strided along K):
-//!   each output word summed by 8 invocations over interleaved slices of K.
+//! - direct (`direct.rs`): the remaining small shapes (9..15 rows, or 2..8 columns with B strided
+//!   along K): each output word summed by 8 invocations over interleaved slices of K.
 //!
 //! With subgroup operations (the device's `SUBGROUP` feature, unless `WEBNN_WGPU_SUBGROUPS=0`)
 //! the GEMV and dot kernels sum an output's K shares inside each subgroup (`subgroup_sum_fn`:
