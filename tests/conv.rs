@@ -470,13 +470,13 @@ fn pointwise_conv2d_matches_reference() {
 #[test]
 fn conv2d_kernel_loops() {
     use webnn_wgpu::ops::wgsl::DeviceTraits;
-    use webnn_wgpu::ops::{LowerContext, Lowering};
+    use webnn_wgpu::ops::{LowerRequest, Lowering};
     let source = |k: u32| {
         let (input, filter) = (desc(&[1, 240, 12, 20]), desc(&[240, 240, k, k]));
         let options = Conv2dOptions { padding: Some(vec![k / 2; 4]), ..Conv2dOptions::default() };
         let output = desc(&[1, 240, 12, 20]);
-        let cx = LowerContext { inputs: vec![&input, &filter], outputs: vec![&output], shader_f16: false, device: DeviceTraits::default() };
-        match ops::lower(&Op::Conv2d(options), &cx).unwrap() {
+        let request = LowerRequest { inputs: vec![&input, &filter], outputs: vec![&output], shader_f16: false, device: DeviceTraits::default() };
+        match ops::lower(&Op::Conv2d(options), &request).unwrap() {
             Lowering::Kernels { launches, .. } => launches[0].source.clone(),
             Lowering::Alias => panic!("conv2d lowered to an alias"),
         }

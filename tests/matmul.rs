@@ -279,14 +279,14 @@ fn matmul_beyond_one_grid_dimension() {
 #[test]
 fn few_rows_on_a_cpu_adapter_take_the_register_kernel() {
     use webnn_wgpu::ops::wgsl::DeviceTraits;
-    use webnn_wgpu::ops::{LowerContext, Lowering};
+    use webnn_wgpu::ops::{LowerRequest, Lowering};
     let a = OperandDescriptor::new(DataType::Float32, vec![10, 120]);
     let b = OperandDescriptor::new(DataType::Float32, vec![120, 6625]);
     let out = OperandDescriptor::new(DataType::Float32, vec![10, 6625]);
     let sources = |cpu: bool| {
         let device = DeviceTraits { cpu, ..DeviceTraits::default() };
-        let cx = LowerContext { inputs: vec![&a, &b], outputs: vec![&out], shader_f16: false, device };
-        match ops::lower(&Op::Matmul, &cx).unwrap() {
+        let request = LowerRequest { inputs: vec![&a, &b], outputs: vec![&out], shader_f16: false, device };
+        match ops::lower(&Op::Matmul, &request).unwrap() {
             Lowering::Kernels { launches, .. } => launches.into_iter().map(|l| l.source).collect::<Vec<_>>(),
             Lowering::Alias => panic!("matmul lowered to an alias"),
         }

@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use webnn_wgpu::graph::{DataType, OperandDescriptor};
 use webnn_wgpu::ops::wgsl::DeviceTraits;
-use webnn_wgpu::ops::{self, HostTensor, LowerContext, Lowering, Op};
+use webnn_wgpu::ops::{self, HostTensor, LowerRequest, Lowering, Op};
 use webnn_wgpu::Error;
 
 #[test]
@@ -61,8 +61,8 @@ fn softmax_subtracts_the_max() {
 /// workgroup size) each, and the scratch buffer count.
 fn launches(data_type: DataType, shape: &[u32], axis: u32) -> (Vec<(u64, u32)>, usize) {
     let d = OperandDescriptor::new(data_type, shape.to_vec());
-    let cx = LowerContext { inputs: vec![&d], outputs: vec![&d], shader_f16: false, device: DeviceTraits::default() };
-    match ops::lower(&Op::Softmax { axis }, &cx).unwrap() {
+    let request = LowerRequest { inputs: vec![&d], outputs: vec![&d], shader_f16: false, device: DeviceTraits::default() };
+    match ops::lower(&Op::Softmax { axis }, &request).unwrap() {
         Lowering::Kernels { scratch, launches } => {
             (launches.iter().map(|l| (l.invocations, l.workgroup_size)).collect(), scratch.len())
         }

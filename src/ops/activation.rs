@@ -12,7 +12,7 @@ use crate::ops::elementwise_binary::{broadcast_pair_kernel, wide_less};
 use crate::ops::elementwise_unary::{erfc, ERFC, EXP_R};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
 use crate::ops::reference::{cast_number, map_broadcast, map_broadcast_exact, HostTensor};
-use crate::ops::wgsl::{literal, value_type, wide_literal, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{literal, value_type, wide_literal, ElementwiseKernel, LowerRequest, Lowering};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Activation {
@@ -168,8 +168,8 @@ const LOG1P: &str = "fn log1p_f(u: f32) -> f32 {\n    let s = u / (2.0 + u);\n  
 const TANH: &str = "fn tanh_f(x: f32) -> f32 {\n    let a = abs(x);\n    if (a > 10.0) { return sign(x); }\n    let e = expm1_f(2.0 * a);\n    let r = e / (e + 2.0);\n    return select(r, -r, x < 0.0);\n}\n";
 
 /// relu and clamp of two-word values.
-fn lower_wide(op: &Activation, cx: &LowerContext) -> Result<Lowering> {
-    let data_type = cx.inputs[0].data_type;
+fn lower_wide(op: &Activation, request: &LowerRequest) -> Result<Lowering> {
+    let data_type = request.inputs[0].data_type;
     let e = match op {
         Activation::Relu => "select(x, vec2<u32>(0u, 0u), is_neg64(x))".to_string(),
         Activation::Clamp { min_value, max_value } => {
@@ -180,8 +180,8 @@ fn lower_wide(op: &Activation, cx: &LowerContext) -> Result<Lowering> {
         _ => return Err(Error::NotSupported(format!("{} of {data_type} is not supported", op.name()))),
     };
     let launch = ElementwiseKernel {
-        inputs: vec![("input", cx.inputs[0])],
-        output: cx.outputs[0],
+        inputs: vec![("input", request.inputs[0])],
+        output: request.outputs[0],
         helpers: wide_less(data_type).to_string(),
         body: format!("    let x = load_input(i);\n    return {e};"),
     }
@@ -189,18 +189,18 @@ fn lower_wide(op: &Activation, cx: &LowerContext) -> Result<Lowering> {
     Ok(Lowering::single(launch))
 }
 
-pub fn lower(op: &Activation, cx: &LowerContext) -> Result<Lowering> {
-    let data_type = cx.inputs[0].data_type;
+pub fn lower(op: &Activation, request: &LowerRequest) -> Result<Lowering> {
+    let data_type = request.inputs[0].data_type;
     if data_type.is_wide() {
-        return lower_wide(op, cx);
+        return lower_wide(op, request);
     }
     let (e, helpers) = expression(op, data_type)?;
     if *op == Activation::Prelu {
-        return broadcast_pair_kernel(cx, &e, "");
+        return broadcast_pair_kernel(request, &e, "");
     }
     let launch = ElementwiseKernel {
-        inputs: vec![("input", cx.inputs[0])],
-        output: cx.outputs[0],
+        inputs: vec![("input", request.inputs[0])],
+        output: request.outputs[0],
         helpers,
         body: format!("    let x = load_input(i);\n    return {e};"),
     }

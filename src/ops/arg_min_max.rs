@@ -12,7 +12,7 @@ use crate::graph::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, SUPPORTED};
 use crate::ops::movement::outer_inner;
 use crate::ops::reference::HostTensor;
-use crate::ops::wgsl::{binding, load_fn, BufRef, Launch, LowerContext, Lowering, F16_HELPERS, WORKGROUP_SIZE};
+use crate::ops::wgsl::{binding, load_fn, BufRef, Launch, LowerRequest, Lowering, F16_HELPERS, WORKGROUP_SIZE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArgKind {
@@ -86,8 +86,8 @@ pub fn validate(kind: ArgKind, o: &ArgMinMaxOptions, inputs: &[&OperandDescripto
     Ok(vec![OperandDescriptor::new(o.output_data_type, shape)])
 }
 
-pub fn lower(kind: ArgKind, o: &ArgMinMaxOptions, cx: &LowerContext) -> Result<Lowering> {
-    let input = cx.inputs[0];
+pub fn lower(kind: ArgKind, o: &ArgMinMaxOptions, request: &LowerRequest) -> Result<Lowering> {
+    let input = request.inputs[0];
     let axis = o.axis as usize;
     let (outer, inner) = outer_inner(&input.shape, axis);
     let n = input.shape[axis];

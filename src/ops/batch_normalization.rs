@@ -12,7 +12,7 @@ use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::movement::outer_inner;
 use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::wgsl::{
-    binding, literal, load_fn, BufRef, ElementwiseKernel, Launch, LowerContext, Lowering, F16_HELPERS, WORKGROUP_SIZE,
+    binding, literal, load_fn, BufRef, ElementwiseKernel, Launch, LowerRequest, Lowering, F16_HELPERS, WORKGROUP_SIZE,
 };
 
 /// `MLBatchNormalizationOptions`; `scale` then `bias` follow `input`, `mean` and `variance`
@@ -129,7 +129,7 @@ fn epsilon(value: f64, data_type: DataType) -> f64 {
 
 /// The WGSL applying optional scale and bias to `v` of channel `c`, and the bindings they need.
 fn scale_bias<'a>(
-    cx: &LowerContext<'a>,
+    request: &LowerRequest<'a>,
     first: usize,
     has_scale: bool,
     has_bias: bool,
@@ -138,12 +138,12 @@ fn scale_bias<'a>(
     let mut expression = "v".to_string();
     let mut next = first;
     if has_scale {
-        inputs.push(("scale", cx.inputs[next]));
+        inputs.push(("scale", request.inputs[next]));
         expression = format!("{expression} * load_scale(c)");
         next += 1;
     }
     if has_bias {
-        inputs.push(("bias", cx.inputs[next]));
+        inputs.push(("bias", request.inputs[next]));
         expression = format!("{expression} + load_bias(c)");
     }
     (inputs, expression)
@@ -197,30 +197,30 @@ const BATCH_NORM: &str = "fn batch_norm(x: f32, mean: f32, variance: f32, epsilo
 }
 ";
 
-pub fn lower_batch_normalization(o: &BatchNormalizationOptions, cx: &LowerContext) -> Result<Lowering> {
-    let input = cx.inputs[0];
+pub fn lower_batch_normalization(o: &BatchNormalizationOptions, request: &LowerRequest) -> Result<Lowering> {
+    let input = request.inputs[0];
     let axis = o.axis as usize;
     let (_, inner) = outer_inner(&input.shape, axis);
     let channels = input.shape[axis];
     let eps = literal(epsilon(o.epsilon, input.data_type), "f32");
-    let mut inputs = vec![("input", input), ("mean", cx.inputs[1]), ("variance", cx.inputs[2])];
+    let mut inputs = vec![("input", input), ("mean", request.inputs[1]), ("variance", request.inputs[2])];
     let mut next = 3;
     let mut scale = "1.0".to_string();
     let mut bias = "0.0".to_string();
     if o.has_scale {
-        inputs.push(("scale", cx.inputs[next]));
+        inputs.push(("scale", request.inputs[next]));
         scale = "load_scale(c)".into();
         next += 1;
     }
     if o.has_bias {
-        inputs.push(("bias", cx.inputs[next]));
+        inputs.push(("bias", request.inputs[next]));
         bias = "load_bias(c)".into();
     }
     let body = format!(
         "    let c = (i / {inner}u) % {channels}u;\n    return batch_norm(load_input(i), load_mean(c), load_variance(c), {eps}, {scale}, {bias}, i == 0xffffffffu);"
     );
     let helpers = format!("{TWO_FLOAT}{BATCH_NORM}");
-    let launch = ElementwiseKernel { inputs, output: cx.outputs[0], helpers, body }.build()?;
+    let launch = ElementwiseKernel { inputs, output: request.outputs[0], helpers, body }.build()?;
     Ok(Lowering::single(launch))
 }
 
@@ -237,8 +237,8 @@ fn instance_strides(shape: &[u32], layout: InputLayout) -> (u64, u64, u64, u64) 
 /// Two launches: one invocation per (sample, channel) computes the mean and the reciprocal
 /// standard deviation (two passes over the spatial elements, for accuracy) into a scratch
 /// buffer of f32 pairs; then one invocation per output word normalizes.
-pub fn lower_instance_normalization(o: &InstanceNormalizationOptions, cx: &LowerContext) -> Result<Lowering> {
-    let input = cx.inputs[0];
+pub fn lower_instance_normalization(o: &InstanceNormalizationOptions, request: &LowerRequest) -> Result<Lowering> {
+    let input = request.inputs[0];
     let batches = input.shape[0];
     let channels = input.shape[o.layout.channel_axis()];
     let (sn, sc, ss, spatial) = instance_strides(&input.shape, o.layout);
@@ -272,7 +272,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         workgroup_size: WORKGROUP_SIZE,
     };
     let stats_descriptor = OperandDescriptor::new(DataType::Float32, vec![2 * pairs as u32]);
-    let (extra, expression) = scale_bias(cx, 1, o.has_scale, o.has_bias);
+    let (extra, expression) = scale_bias(request, 1, o.has_scale, o.has_bias);
     let mut inputs = vec![("input", input), ("stats", &stats_descriptor)];
     inputs.extend(extra);
     // The channel of element `i` and its (sample, channel) pair.
@@ -283,7 +283,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let body = format!(
         "    let c = {channel};\n    let p = {pair};\n    let v = (load_input(i) - load_stats(2u * p)) * load_stats(2u * p + 1u);\n    return {expression};"
     );
-    let mut apply = ElementwiseKernel { inputs, output: cx.outputs[0], helpers: String::new(), body }.build()?;
+    let mut apply = ElementwiseKernel { inputs, output: request.outputs[0], helpers: String::new(), body }.build()?;
     // The statistics come from the first launch's scratch buffer, not from an operator input.
     apply.reads[1] = BufRef::Scratch(0);
     for read in apply.reads.iter_mut().skip(2) {

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::graph::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::reference::{round_to, HostTensor};
-use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerRequest, Lowering};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -70,11 +70,11 @@ fn f32_to_u8(x: f32) -> u32 {
 }
 ";
 
-pub fn lower(cx: &LowerContext) -> Result<Lowering> {
-    let (e, helpers) = expression(cx.inputs[0].data_type, cx.outputs[0].data_type)?;
+pub fn lower(request: &LowerRequest) -> Result<Lowering> {
+    let (e, helpers) = expression(request.inputs[0].data_type, request.outputs[0].data_type)?;
     let launch = ElementwiseKernel {
-        inputs: vec![("input", cx.inputs[0])],
-        output: cx.outputs[0],
+        inputs: vec![("input", request.inputs[0])],
+        output: request.outputs[0],
         helpers: helpers.to_string(),
         body: format!("    let x = load_input(i);\n    return {e};"),
     }

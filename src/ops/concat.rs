@@ -10,7 +10,7 @@ use crate::graph::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{outer_inner, MoveKernel, Source, MAX_BINDINGS};
 use crate::ops::reference::HostTensor;
-use crate::ops::wgsl::{buffer_size, BufRef, LowerContext, Lowering};
+use crate::ops::wgsl::{buffer_size, BufRef, LowerRequest, Lowering};
 
 /// `split`'s `splits`: a number of equal parts, or the sizes of the parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,11 +182,11 @@ fn concat_launch(
 /// consecutive groups go to scratch buffers (each a concat along the same axis), whose results
 /// are concatenated in turn. Every launch writes a whole buffer of its own, so packed words never
 /// have two writers.
-pub fn lower_concat(axis: u32, cx: &LowerContext) -> Result<Lowering> {
+pub fn lower_concat(axis: u32, request: &LowerRequest) -> Result<Lowering> {
     let axis = axis as usize;
     let group = MAX_BINDINGS - 1;
     let mut sources: Vec<(BufRef, OperandDescriptor)> =
-        cx.inputs.iter().enumerate().map(|(i, d)| (BufRef::Input(i), (*d).clone())).collect();
+        request.inputs.iter().enumerate().map(|(i, d)| (BufRef::Input(i), (*d).clone())).collect();
     let mut scratch = Vec::new();
     let mut launches = Vec::new();
     while sources.len() > group {
@@ -206,19 +206,19 @@ pub fn lower_concat(axis: u32, cx: &LowerContext) -> Result<Lowering> {
         }
         sources = next;
     }
-    launches.push(concat_launch(axis, &sources, BufRef::Output(0), cx.outputs[0])?);
+    launches.push(concat_launch(axis, &sources, BufRef::Output(0), request.outputs[0])?);
     Ok(Lowering::Kernels { scratch, launches })
 }
 
 /// One launch per output, each copying its axis range of the input.
-pub fn lower_split(axis: u32, cx: &LowerContext) -> Result<Lowering> {
+pub fn lower_split(axis: u32, request: &LowerRequest) -> Result<Lowering> {
     let axis = axis as usize;
-    let input = cx.inputs[0];
+    let input = request.inputs[0];
     let (_, inner) = outer_inner(&input.shape, axis);
     let total = input.shape[axis];
     let mut offset = 0u32;
-    let mut launches = Vec::with_capacity(cx.outputs.len());
-    for (k, out) in cx.outputs.iter().enumerate() {
+    let mut launches = Vec::with_capacity(request.outputs.len());
+    for (k, out) in request.outputs.iter().enumerate() {
         let size = out.shape[axis];
         let body = format!(
             "    let a = (i / {inner}u) % {size}u;\n    let o = i / {}u;\n    let r = i % {inner}u;\n    return bits_input((o * {total}u + {offset}u + a) * {inner}u + r);",

@@ -10,7 +10,7 @@ use crate::graph::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::fusion::Epilogue;
-use crate::ops::wgsl::{ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{ElementwiseKernel, LowerRequest, Lowering};
 
 /// `MLInputOperandLayout`, shared by the convolution, pooling and normalization families.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -499,7 +499,7 @@ pub(crate) fn check_index_range(name: &str, axis: usize, low: u64, high: u64) ->
 
 /// One invocation per output element: the sum over its group's input channels and the filter
 /// window, accumulated in f32 (float16 is widened on load and rounded once on store).
-fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext, epilogue: Option<&Epilogue>) -> Result<Lowering> {
+fn lower(g: &ConvGeometry, has_bias: bool, request: &LowerRequest, epilogue: Option<&Epilogue>) -> Result<Lowering> {
     check_i32("padding", &g.padding)?;
     check_i32("strides", &g.strides)?;
     check_i32("dilations", &g.dilations)?;
@@ -555,10 +555,10 @@ fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext, epilogue: Option<&
             "    let first = (g * {ci}u + {groups}u - 1u) / {groups}u;\n    let end = ((g + 1u) * {ci}u + {groups}u - 1u) / {groups}u;\n    for (var c = first; c < end; c++) {{\n        for (var kh = 0u; kh < {kh}u; kh++) {{\n            let th = oh + {pt} - i32(kh) * {dh};\n            if (th < 0 || th % {sh} != 0 || th / {sh} >= {ih}) {{ continue; }}\n            let ih = u32(th / {sh});\n            for (var kw = 0u; kw < {kw}u; kw++) {{\n                let tw = ow + {pl} - i32(kw) * {dw};\n                if (tw < 0 || tw % {sw} != 0 || tw / {sw} >= {iw}) {{ continue; }}\n                let iw = u32(tw / {sw});\n                acc += load_input(n * {isn}u + c * {isc}u + ih * {ish}u + iw * {isw}u) * load_weight(c * {fs0}u + (oc % {ocg}u) * {fs1}u + kh * {fsh}u + kw * {fsw}u);\n            }}\n        }}\n    }}\n"
         );
     }
-    let mut inputs = vec![("input", cx.inputs[0]), ("weight", cx.inputs[1])];
+    let mut inputs = vec![("input", request.inputs[0]), ("weight", request.inputs[1])];
     let mut value = "acc".to_string();
     if has_bias {
-        inputs.push(("bias", cx.inputs[2]));
+        inputs.push(("bias", request.inputs[2]));
         value += " + load_bias(oc)";
     }
     let helpers = match epilogue {
@@ -570,19 +570,19 @@ fn lower(g: &ConvGeometry, has_bias: bool, cx: &LowerContext, epilogue: Option<&
         None => String::new(),
     };
     body += &format!("    return {value};");
-    let launch = ElementwiseKernel { inputs, output: cx.outputs[0], helpers, body }.build()?;
+    let launch = ElementwiseKernel { inputs, output: request.outputs[0], helpers, body }.build()?;
     Ok(Lowering::single(launch))
 }
 
 /// Lowers conv2d, applying `epilogue` (fused element-wise operators) to each output.
-pub fn lower_conv2d(o: &Conv2dOptions, cx: &LowerContext, epilogue: Option<&Epilogue>) -> Result<Lowering> {
-    let g = conv2d_geometry(o, &cx.inputs)?;
-    lower(&g, o.has_bias, cx, epilogue)
+pub fn lower_conv2d(o: &Conv2dOptions, request: &LowerRequest, epilogue: Option<&Epilogue>) -> Result<Lowering> {
+    let g = conv2d_geometry(o, &request.inputs)?;
+    lower(&g, o.has_bias, request, epilogue)
 }
 
-pub fn lower_conv_transpose2d(o: &ConvTranspose2dOptions, cx: &LowerContext, epilogue: Option<&Epilogue>) -> Result<Lowering> {
-    let g = conv_transpose2d_geometry(o, &cx.inputs)?;
-    lower(&g, o.has_bias, cx, epilogue)
+pub fn lower_conv_transpose2d(o: &ConvTranspose2dOptions, request: &LowerRequest, epilogue: Option<&Epilogue>) -> Result<Lowering> {
+    let g = conv_transpose2d_geometry(o, &request.inputs)?;
+    lower(&g, o.has_bias, request, epilogue)
 }
 
 /// The spec's definitions summed in float64, with its own reading of the options, layouts and

@@ -12,7 +12,7 @@ use crate::ops::limits::{self, OpLimits};
 use crate::ops::movement::outer_inner;
 use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::wgsl::{
-    binding, load_fn, value_type, BufRef, ElementwiseKernel, Launch, LowerContext, Lowering, F16_HELPERS,
+    binding, load_fn, value_type, BufRef, ElementwiseKernel, Launch, LowerRequest, Lowering, F16_HELPERS,
     WORKGROUP_SIZE,
 };
 
@@ -46,8 +46,8 @@ pub fn validate(o: &CumulativeSumOptions, inputs: &[&OperandDescriptor]) -> Resu
     Ok(vec![input.clone()])
 }
 
-pub fn lower(o: &CumulativeSumOptions, cx: &LowerContext) -> Result<Lowering> {
-    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+pub fn lower(o: &CumulativeSumOptions, request: &LowerRequest) -> Result<Lowering> {
+    let (input, out) = (request.inputs[0], request.outputs[0]);
     let axis = o.axis as usize;
     let (outer, inner) = outer_inner(&input.shape, axis);
     let n = input.shape[axis];

@@ -6,7 +6,7 @@ use crate::graph::operand::broadcast_shapes;
 use crate::graph::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES, SUPPORTED};
 use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};
-use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, value_type, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, value_type, ElementwiseKernel, LowerRequest, Lowering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BinaryOp {
@@ -87,23 +87,23 @@ pub fn validate(op: BinaryOp, inputs: &[&OperandDescriptor]) -> Result<Vec<Opera
 }
 
 /// WGSL helpers and `compute` body reading `a` and `b` broadcast to the output.
-pub fn broadcast_pair_kernel(cx: &LowerContext, expression: &str, extra_helpers: &str) -> Result<Lowering> {
-    let out = cx.outputs[0];
+pub fn broadcast_pair_kernel(request: &LowerRequest, expression: &str, extra_helpers: &str) -> Result<Lowering> {
+    let out = request.outputs[0];
     let rank = out.rank();
     let mut helpers = coords_fn("out", &out.shape);
-    helpers += &broadcast_offset_fn("a", &cx.inputs[0].shape, rank);
-    helpers += &broadcast_offset_fn("b", &cx.inputs[1].shape, rank);
+    helpers += &broadcast_offset_fn("a", &request.inputs[0].shape, rank);
+    helpers += &broadcast_offset_fn("b", &request.inputs[1].shape, rank);
     helpers += extra_helpers;
     let body = format!(
         "    let c = coords_out(i);\n    let a = load_a(offset_a(c));\n    let b = load_b(offset_b(c));\n    return {expression};"
     );
-    let launch = ElementwiseKernel { inputs: vec![("a", cx.inputs[0]), ("b", cx.inputs[1])], output: out, helpers, body }
+    let launch = ElementwiseKernel { inputs: vec![("a", request.inputs[0]), ("b", request.inputs[1])], output: out, helpers, body }
         .build()?;
     Ok(Lowering::single(launch))
 }
 
 /// add, sub, mul (wrapping), max and min of two-word values.
-fn lower_wide(op: BinaryOp, cx: &LowerContext) -> Result<Lowering> {
+fn lower_wide(op: BinaryOp, request: &LowerRequest) -> Result<Lowering> {
     let expression = match op {
         BinaryOp::Add => "add64(a, b)",
         BinaryOp::Sub => "sub64(a, b)",
@@ -111,18 +111,18 @@ fn lower_wide(op: BinaryOp, cx: &LowerContext) -> Result<Lowering> {
         BinaryOp::Max => "select(a, b, lt(a, b))",
         BinaryOp::Min => "select(a, b, lt(b, a))",
         BinaryOp::Div | BinaryOp::Pow => {
-            return Err(Error::NotSupported(format!("{} of {} is not supported", op.name(), cx.inputs[0].data_type)))
+            return Err(Error::NotSupported(format!("{} of {} is not supported", op.name(), request.inputs[0].data_type)))
         }
     };
-    broadcast_pair_kernel(cx, expression, wide_less(cx.inputs[0].data_type))
+    broadcast_pair_kernel(request, expression, wide_less(request.inputs[0].data_type))
 }
 
-pub fn lower(op: BinaryOp, cx: &LowerContext) -> Result<Lowering> {
-    if cx.inputs[0].data_type.is_wide() {
-        return lower_wide(op, cx);
+pub fn lower(op: BinaryOp, request: &LowerRequest) -> Result<Lowering> {
+    if request.inputs[0].data_type.is_wide() {
+        return lower_wide(op, request);
     }
-    let (expression, helpers) = expression(op, value_type(cx.inputs[0].data_type)?);
-    broadcast_pair_kernel(cx, &expression, helpers)
+    let (expression, helpers) = expression(op, value_type(request.inputs[0].data_type)?);
+    broadcast_pair_kernel(request, &expression, helpers)
 }
 
 /// A WGSL expression of `a` and `b` of value type `vt` (not two-word) computing `op`, with the

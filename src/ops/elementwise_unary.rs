@@ -5,7 +5,7 @@ use crate::graph::{DataType, OperandDescriptor};
 use crate::error::{Error, Result};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
 use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};
-use crate::ops::wgsl::{literal, value_type, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{literal, value_type, ElementwiseKernel, LowerRequest, Lowering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnaryOp {
@@ -200,13 +200,13 @@ fn wide_expression(op: UnaryOp) -> Result<&'static str> {
     })
 }
 
-pub fn lower(op: UnaryOp, cx: &LowerContext) -> Result<Lowering> {
-    value_type(cx.inputs[0].data_type)?;
+pub fn lower(op: UnaryOp, request: &LowerRequest) -> Result<Lowering> {
+    value_type(request.inputs[0].data_type)?;
     let (e, helpers) =
-        if cx.inputs[0].data_type.is_wide() { (wide_expression(op)?.to_string(), String::new()) } else { expression(op) };
+        if request.inputs[0].data_type.is_wide() { (wide_expression(op)?.to_string(), String::new()) } else { expression(op) };
     let launch = ElementwiseKernel {
-        inputs: vec![("input", cx.inputs[0])],
-        output: cx.outputs[0],
+        inputs: vec![("input", request.inputs[0])],
+        output: request.outputs[0],
         helpers,
         body: format!("    let x = load_input(i);\n    return {e};"),
     }

@@ -18,32 +18,33 @@ use std::collections::BTreeSet;
 use crate::error::{Error, Result};
 use crate::graph::builder::{GraphDescription, Operator};
 use crate::graph::{DataType, OperandDescriptor};
-use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, value_type, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, value_type, ElementwiseKernel, LowerRequest, Lowering};
 use crate::ops::{activation, cast, conv2d, elementwise_binary, elementwise_unary, matmul, reduce, Op};
 
 /// Binding names of the chain's own inputs (after the producer's, in an epilogue).
 const NAMES: [&str; 8] = ["e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7"];
 
-/// One step of the plan `build()` lowers: an operator of the graph, or several fused into one.
-pub struct Unit<'a> {
+/// One kernel of the plan `build()` lowers: an operator of the graph, or several fused into one.
+pub struct OpGroup<'a> {
     /// Operand indices read and written, in the order the lowering binds them.
     pub inputs: Vec<usize>,
     pub outputs: Vec<usize>,
     pub label: String,
-    pub work: Work<'a>,
+    pub kind: OpGroupKind<'a>,
 }
 
-pub enum Work<'a> {
+/// A group's operators: one, lowered by its family, or a fused chain lowered as one kernel.
+pub enum OpGroupKind<'a> {
     Op(&'a Op),
     Fused(Fused<'a>),
 }
 
 /// A fused group: an optional producer (matmul, gemm, conv2d, convTranspose2d, a reduction) whose
-/// inputs are the unit's first inputs, then element-wise nodes in execution order, the last one
+/// inputs are the group's first inputs, then element-wise nodes in execution order, the last one
 /// the output.
 pub struct Fused<'a> {
     producer: Option<(&'a Op, OperandDescriptor)>,
-    /// The unit's inputs read by the chain: after the producer's.
+    /// The group's inputs read by the chain: after the producer's.
     chain_inputs: Vec<OperandDescriptor>,
     nodes: Vec<Node<'a>>,
 }
@@ -108,12 +109,12 @@ fn is_reduction(op: &Op) -> bool {
     matches!(op, Op::Reduce(..))
 }
 
-/// Groups the graph's operators into units, in a valid execution order. `max_bindings` is the
+/// Groups the graph's operators into the kernels `build()` lowers, in a valid execution order. `max_bindings` is the
 /// device's storage buffers per shader stage.
-pub fn plan(d: &GraphDescription, max_bindings: u32) -> Vec<Unit<'_>> {
+pub fn plan(d: &GraphDescription, max_bindings: u32) -> Vec<OpGroup<'_>> {
     let ops = &d.operators;
-    fn single(op: &Operator) -> Unit<'_> {
-        Unit { inputs: op.inputs.clone(), outputs: op.outputs.clone(), label: label(op), work: Work::Op(&op.op) }
+    fn single(op: &Operator) -> OpGroup<'_> {
+        OpGroup { inputs: op.inputs.clone(), outputs: op.outputs.clone(), label: label(op), kind: OpGroupKind::Op(&op.op) }
     }
     if !enabled() {
         return ops.iter().map(single).collect();
@@ -171,24 +172,24 @@ pub fn plan(d: &GraphDescription, max_bindings: u32) -> Vec<Unit<'_>> {
     }
     let mut member = vec![false; ops.len()];
     group.iter().filter(|g| g.len() > 1).flatten().for_each(|&k| member[k] = true);
-    let mut units = Vec::new();
+    let mut groups = Vec::new();
     for (k, op) in ops.iter().enumerate() {
         if group[k].len() > 1 {
             let Some((inputs, fused)) = fusion(d, &group[k], max_bindings) else {
                 // Checked when the group was formed.
-                group[k].iter().for_each(|&m| units.push(single(&ops[m])));
+                group[k].iter().for_each(|&m| groups.push(single(&ops[m])));
                 continue;
             };
             let label = group[k].iter().map(|&m| label(&ops[m])).collect::<Vec<_>>().join("+");
-            units.push(Unit { inputs, outputs: op.outputs.clone(), label, work: Work::Fused(fused) });
+            groups.push(OpGroup { inputs, outputs: op.outputs.clone(), label, kind: OpGroupKind::Fused(fused) });
         } else if !member[k] {
-            units.push(single(op));
+            groups.push(single(op));
         }
     }
-    units
+    groups
 }
 
-/// The fused unit of `members` (operator indices, ascending, the last one the root), with its
+/// The fused group of `members` (operator indices, ascending, the last one the root), with its
 /// input operands, or `None` where the group cannot be one kernel.
 /// Moves group `j` into group `k` when their members fuse into one kernel; whether they did.
 fn merge(d: &GraphDescription, group: &mut [Vec<usize>], j: usize, k: usize, max_bindings: usize) -> bool {
@@ -434,12 +435,12 @@ impl Fused<'_> {
         Ok(s)
     }
 
-    pub fn lower(&self, cx: &LowerContext) -> Result<Lowering> {
-        let out = cx.outputs[0];
-        let own = cx.inputs.len() - self.chain_inputs.len();
+    pub fn lower(&self, request: &LowerRequest) -> Result<Lowering> {
+        let out = request.outputs[0];
+        let own = request.inputs.len() - self.chain_inputs.len();
         let Some(op) = self.producer.as_ref().map(|p| p.0) else {
             let launch = ElementwiseKernel {
-                inputs: NAMES.iter().copied().zip(cx.inputs.iter().copied()).collect(),
+                inputs: NAMES.iter().copied().zip(request.inputs.iter().copied()).collect(),
                 output: out,
                 helpers: self.chain(out)?,
                 body: "    return epilogue_at(0.0, i);".into(),
@@ -459,19 +460,19 @@ impl Fused<'_> {
                 out.shape[rank - 1]
             );
         }
-        let epilogue = Epilogue { inputs: cx.inputs[own..].to_vec(), wgsl };
-        let producer_cx = LowerContext {
-            inputs: cx.inputs[..own].to_vec(),
+        let epilogue = Epilogue { inputs: request.inputs[own..].to_vec(), wgsl };
+        let producer_request = LowerRequest {
+            inputs: request.inputs[..own].to_vec(),
             outputs: vec![out],
-            shader_f16: cx.shader_f16,
-            device: cx.device,
+            shader_f16: request.shader_f16,
+            device: request.device,
         };
         match op {
-            Op::Matmul => matmul::lower_matmul(&producer_cx, Some(&epilogue)),
-            Op::Gemm(o) => matmul::lower_gemm(o, &producer_cx, Some(&epilogue)),
-            Op::Conv2d(o) => conv2d::lower_conv2d(o, &producer_cx, Some(&epilogue)),
-            Op::ConvTranspose2d(o) => conv2d::lower_conv_transpose2d(o, &producer_cx, Some(&epilogue)),
-            Op::Reduce(kind, o) => reduce::lower_fused(*kind, o, &producer_cx, &epilogue),
+            Op::Matmul => matmul::lower_matmul(&producer_request, Some(&epilogue)),
+            Op::Gemm(o) => matmul::lower_gemm(o, &producer_request, Some(&epilogue)),
+            Op::Conv2d(o) => conv2d::lower_conv2d(o, &producer_request, Some(&epilogue)),
+            Op::ConvTranspose2d(o) => conv2d::lower_conv_transpose2d(o, &producer_request, Some(&epilogue)),
+            Op::Reduce(kind, o) => reduce::lower_fused(*kind, o, &producer_request, &epilogue),
             _ => Err(Error::NotSupported(format!("{} has no epilogue", op.name()))),
         }
     }

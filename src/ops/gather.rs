@@ -18,7 +18,7 @@ use crate::ops::limits::{self, OpLimits, INDICES, ALL_TYPES};
 use crate::ops::movement::{outer_inner, MoveKernel, Source};
 use crate::graph::operand::strides;
 use crate::ops::reference::{coords, HostTensor};
-use crate::ops::wgsl::{coords_fn, BufRef, LowerContext, Lowering};
+use crate::ops::wgsl::{coords_fn, BufRef, LowerRequest, Lowering};
 
 pub fn limits() -> Vec<OpLimits> {
     let max = MAX_RANK as u32;
@@ -78,8 +78,8 @@ pub fn position(index: f64, n: u32) -> usize {
     (if clamped < 0.0 { clamped + n as f64 } else { clamped }) as usize
 }
 
-pub fn lower(axis: u32, cx: &LowerContext) -> Result<Lowering> {
-    let (input, indices, out) = (cx.inputs[0], cx.inputs[1], cx.outputs[0]);
+pub fn lower(axis: u32, request: &LowerRequest) -> Result<Lowering> {
+    let (input, indices, out) = (request.inputs[0], request.inputs[1], request.outputs[0]);
     let axis = axis as usize;
     let (_, inner) = outer_inner(&input.shape, axis);
     let n = input.shape[axis];
@@ -207,8 +207,8 @@ pub fn elements_offset(shape: &[u32], axis: usize) -> String {
     terms.join(" + ")
 }
 
-pub fn lower_elements(axis: u32, cx: &LowerContext) -> Result<Lowering> {
-    let (input, indices, out) = (cx.inputs[0], cx.inputs[1], cx.outputs[0]);
+pub fn lower_elements(axis: u32, request: &LowerRequest) -> Result<Lowering> {
+    let (input, indices, out) = (request.inputs[0], request.inputs[1], request.outputs[0]);
     let axis = axis as usize;
     let body = format!(
         "    let c = coords_out(i);\n    let p = position(bits_indices(i), {}u);\n    return bits_input({});",
@@ -240,8 +240,8 @@ pub fn nd_base(shape: &[u32], k: usize) -> String {
     code
 }
 
-pub fn lower_nd(cx: &LowerContext) -> Result<Lowering> {
-    let (input, indices, out) = (cx.inputs[0], cx.inputs[1], cx.outputs[0]);
+pub fn lower_nd(request: &LowerRequest) -> Result<Lowering> {
+    let (input, indices, out) = (request.inputs[0], request.inputs[1], request.outputs[0]);
     let k = indices.shape[indices.rank() - 1] as usize;
     let inner: u64 = input.shape[k..].iter().map(|&d| d as u64).product();
     let body = format!(

@@ -6,7 +6,7 @@ use crate::graph::{DataType, OperandDescriptor};
 use crate::ops::elementwise_binary::{broadcast_pair_kernel, validate_broadcast_pair, wide_less};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
 use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};
-use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerRequest, Lowering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogicalOp {
@@ -103,7 +103,7 @@ pub fn validate(op: LogicalOp, inputs: &[&OperandDescriptor]) -> Result<Vec<Oper
 }
 
 /// The comparisons of two-word values (`lt` from [`wide_less`]).
-fn lower_wide(op: LogicalOp, cx: &LowerContext) -> Result<Lowering> {
+fn lower_wide(op: LogicalOp, request: &LowerRequest) -> Result<Lowering> {
     let e = match op {
         LogicalOp::Equal => "eq64(a, b)",
         LogicalOp::NotEqual => "!eq64(a, b)",
@@ -113,14 +113,14 @@ fn lower_wide(op: LogicalOp, cx: &LowerContext) -> Result<Lowering> {
         LogicalOp::LesserOrEqual => "!lt(b, a)",
         _ => return Err(Error::NotSupported(format!("{} of 64-bit integers is not supported", op.name()))),
     };
-    broadcast_pair_kernel(cx, &format!("select(0u, 1u, {e})"), wide_less(cx.inputs[0].data_type))
+    broadcast_pair_kernel(request, &format!("select(0u, 1u, {e})"), wide_less(request.inputs[0].data_type))
 }
 
-pub fn lower(op: LogicalOp, cx: &LowerContext) -> Result<Lowering> {
-    if cx.inputs[0].data_type.is_wide() {
-        return lower_wide(op, cx);
+pub fn lower(op: LogicalOp, request: &LowerRequest) -> Result<Lowering> {
+    if request.inputs[0].data_type.is_wide() {
+        return lower_wide(op, request);
     }
-    value_type(cx.inputs[0].data_type)?;
+    value_type(request.inputs[0].data_type)?;
     let e = match op {
         LogicalOp::Equal => "a == b",
         // Not `!=`: some backends lower it to an ordered comparison, false for NaN.
@@ -139,11 +139,11 @@ pub fn lower(op: LogicalOp, cx: &LowerContext) -> Result<Lowering> {
     };
     let result = format!("select(0u, 1u, {e})");
     if op.input_count() == 2 {
-        return broadcast_pair_kernel(cx, &result, "");
+        return broadcast_pair_kernel(request, &result, "");
     }
     let launch = ElementwiseKernel {
-        inputs: vec![("input", cx.inputs[0])],
-        output: cx.outputs[0],
+        inputs: vec![("input", request.inputs[0])],
+        output: request.outputs[0],
         helpers: String::new(),
         body: format!("    let x = load_input(i);\n    return {result};"),
     }

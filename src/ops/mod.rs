@@ -41,7 +41,7 @@ use crate::error::Result;
 use crate::graph::OperandDescriptor;
 pub use limits::{OpLimits, TensorLimits};
 pub use reference::HostTensor;
-pub use wgsl::{BufRef, Launch, LowerContext, Lowering};
+pub use wgsl::{BufRef, Launch, LowerRequest, Lowering};
 
 /// One operator with its options. Optional operand inputs (gemm's `c`, normalization's
 /// `scale`/`bias`) are flagged in the options and appended to the operator's input list.
@@ -182,45 +182,45 @@ pub fn validate(op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDes
 }
 
 /// Lowers a validated operator to GPU work.
-pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
+pub fn lower(op: &Op, request: &LowerRequest) -> Result<Lowering> {
     match op {
-        Op::Binary(o) => elementwise_binary::lower(*o, cx),
-        Op::Logical(o) => logical::lower(*o, cx),
-        Op::Unary(o) => elementwise_unary::lower(*o, cx),
-        Op::Activation(o) => activation::lower(o, cx),
-        Op::Matmul => matmul::lower_matmul(cx, None),
-        Op::Gemm(o) => matmul::lower_gemm(o, cx, None),
+        Op::Binary(o) => elementwise_binary::lower(*o, request),
+        Op::Logical(o) => logical::lower(*o, request),
+        Op::Unary(o) => elementwise_unary::lower(*o, request),
+        Op::Activation(o) => activation::lower(o, request),
+        Op::Matmul => matmul::lower_matmul(request, None),
+        Op::Gemm(o) => matmul::lower_gemm(o, request, None),
         Op::Reshape { .. } => Ok(Lowering::Alias),
-        Op::Expand { .. } => reshape::lower_expand(cx),
-        Op::Transpose { permutation } => transpose::lower(permutation.as_deref(), cx),
-        Op::Concat { axis } => concat::lower_concat(*axis, cx),
-        Op::Split { axis, .. } => concat::lower_split(*axis, cx),
-        Op::Slice(o) => slice::lower(o, cx),
-        Op::Gather { axis } => gather::lower(*axis, cx),
-        Op::Softmax { axis } => softmax::lower(*axis, cx),
-        Op::Reduce(kind, o) => reduce::lower(*kind, o, cx),
-        Op::LayerNormalization(o) => normalization::lower_layer_normalization(o, cx),
-        Op::Cast { .. } => cast::lower(cx),
-        Op::Where => where_op::lower(cx),
-        Op::Conv2d(o) => conv2d::lower_conv2d(o, cx, None),
-        Op::ConvTranspose2d(o) => conv2d::lower_conv_transpose2d(o, cx, None),
-        Op::Pool2d(kind, o) => pool2d::lower(*kind, o, cx),
-        Op::BatchNormalization(o) => batch_normalization::lower_batch_normalization(o, cx),
-        Op::InstanceNormalization(o) => batch_normalization::lower_instance_normalization(o, cx),
-        Op::Resample2d(o) => resample2d::lower(o, cx),
-        Op::QuantizeLinear => quantization::lower_quantize_linear(cx),
-        Op::DequantizeLinear => quantization::lower_dequantize_linear(cx),
-        Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => recurrent::lower(op, cx),
-        Op::GatherElements { axis } => gather::lower_elements(*axis, cx),
-        Op::GatherNd => gather::lower_nd(cx),
-        Op::ScatterElements { axis } => scatter::lower_elements(*axis, cx),
-        Op::ScatterNd => scatter::lower_nd(cx),
-        Op::CumulativeSum(o) => cumulative_sum::lower(o, cx),
-        Op::Triangular(o) => triangular::lower(o, cx),
-        Op::Tile { .. } => tile::lower(cx),
-        Op::Reverse { axes } => reverse::lower(axes.as_deref(), cx),
-        Op::Pad(o) => pad::lower(o, cx),
-        Op::ArgMinMax(kind, o) => arg_min_max::lower(*kind, o, cx),
+        Op::Expand { .. } => reshape::lower_expand(request),
+        Op::Transpose { permutation } => transpose::lower(permutation.as_deref(), request),
+        Op::Concat { axis } => concat::lower_concat(*axis, request),
+        Op::Split { axis, .. } => concat::lower_split(*axis, request),
+        Op::Slice(o) => slice::lower(o, request),
+        Op::Gather { axis } => gather::lower(*axis, request),
+        Op::Softmax { axis } => softmax::lower(*axis, request),
+        Op::Reduce(kind, o) => reduce::lower(*kind, o, request),
+        Op::LayerNormalization(o) => normalization::lower_layer_normalization(o, request),
+        Op::Cast { .. } => cast::lower(request),
+        Op::Where => where_op::lower(request),
+        Op::Conv2d(o) => conv2d::lower_conv2d(o, request, None),
+        Op::ConvTranspose2d(o) => conv2d::lower_conv_transpose2d(o, request, None),
+        Op::Pool2d(kind, o) => pool2d::lower(*kind, o, request),
+        Op::BatchNormalization(o) => batch_normalization::lower_batch_normalization(o, request),
+        Op::InstanceNormalization(o) => batch_normalization::lower_instance_normalization(o, request),
+        Op::Resample2d(o) => resample2d::lower(o, request),
+        Op::QuantizeLinear => quantization::lower_quantize_linear(request),
+        Op::DequantizeLinear => quantization::lower_dequantize_linear(request),
+        Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => recurrent::lower(op, request),
+        Op::GatherElements { axis } => gather::lower_elements(*axis, request),
+        Op::GatherNd => gather::lower_nd(request),
+        Op::ScatterElements { axis } => scatter::lower_elements(*axis, request),
+        Op::ScatterNd => scatter::lower_nd(request),
+        Op::CumulativeSum(o) => cumulative_sum::lower(o, request),
+        Op::Triangular(o) => triangular::lower(o, request),
+        Op::Tile { .. } => tile::lower(request),
+        Op::Reverse { axes } => reverse::lower(axes.as_deref(), request),
+        Op::Pad(o) => pad::lower(o, request),
+        Op::ArgMinMax(kind, o) => arg_min_max::lower(*kind, o, request),
     }
 }
 

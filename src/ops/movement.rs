@@ -10,7 +10,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::{DataType, OperandDescriptor};
-use crate::ops::wgsl::{coords_fn, elements_per_word, BufRef, Launch, LowerContext, Lowering, WORKGROUP_SIZE};
+use crate::ops::wgsl::{coords_fn, elements_per_word, BufRef, Launch, LowerRequest, Lowering, WORKGROUP_SIZE};
 
 /// WebGPU's default `maxStorageBuffersPerShaderStage`: a launch binds at most this many buffers.
 pub const MAX_BINDINGS: usize = 8;
@@ -110,8 +110,8 @@ impl MoveKernel<'_> {
 
 /// The one-input move of transpose, tile, reverse and slice: output element `c` (its coordinates
 /// `c[k]` in WGSL) copies input element `terms.join(" + ")`; no terms means element 0.
-pub fn lower_index_map(cx: &LowerContext, terms: &[String]) -> Result<Lowering> {
-    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+pub fn lower_index_map(request: &LowerRequest, terms: &[String]) -> Result<Lowering> {
+    let (input, out) = (request.inputs[0], request.outputs[0]);
     let offset = if terms.is_empty() { "0u".to_string() } else { terms.join(" + ") };
     let launch = MoveKernel {
         sources: vec![Source { name: "input", buffer: BufRef::Input(0), descriptor: input }],

@@ -8,7 +8,7 @@ use crate::graph::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reduce::{check_axes, RowReduction, Stat};
 use crate::ops::reference::{coords, linear, round_to, HostTensor};
-use crate::ops::wgsl::{buffer_size, coords_fn, literal, BufRef, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{buffer_size, coords_fn, literal, BufRef, ElementwiseKernel, LowerRequest, Lowering};
 
 /// `MLLayerNormalizationOptions`; `scale` then `bias` follow the input when present.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,8 +90,8 @@ pub fn validate_layer_normalization(
     Ok(vec![input.clone()])
 }
 
-pub fn lower_layer_normalization(o: &LayerNormalizationOptions, cx: &LowerContext) -> Result<Lowering> {
-    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+pub fn lower_layer_normalization(o: &LayerNormalizationOptions, request: &LowerRequest) -> Result<Lowering> {
+    let (input, out) = (request.inputs[0], request.outputs[0]);
     let rank = input.rank();
     let axes = axes_or_default(o, rank);
     let mut sorted = axes.clone();
@@ -129,13 +129,13 @@ pub fn lower_layer_normalization(o: &LayerNormalizationOptions, cx: &LowerContex
     let mut reads = vec![BufRef::Input(0), BufRef::Scratch(0)];
     if o.has_scale {
         e = format!("load_scale(p) * ({e})");
-        inputs.push(("scale", cx.inputs[1]));
+        inputs.push(("scale", request.inputs[1]));
         reads.push(BufRef::Input(1));
     }
     if o.has_bias {
         e = format!("{e} + load_bias(p)");
         let index = 1 + o.has_scale as usize;
-        inputs.push(("bias", cx.inputs[index]));
+        inputs.push(("bias", request.inputs[index]));
         reads.push(BufRef::Input(index));
     }
     let body = format!(

@@ -13,7 +13,7 @@ use crate::graph::{Number, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{MoveKernel, Source};
 use crate::ops::reference::{coords, linear, HostTensor};
-use crate::ops::wgsl::{coords_fn, wide_literal, BufRef, LowerContext, Lowering};
+use crate::ops::wgsl::{coords_fn, wide_literal, BufRef, LowerRequest, Lowering};
 
 /// `MLPaddingMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -94,8 +94,8 @@ fn source(mode: PaddingMode, c: i64, begin: u32, n: u32) -> Option<usize> {
     Some(x as usize)
 }
 
-pub fn lower(o: &PadOptions, cx: &LowerContext) -> Result<Lowering> {
-    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+pub fn lower(o: &PadOptions, request: &LowerRequest) -> Result<Lowering> {
+    let (input, out) = (request.inputs[0], request.outputs[0]);
     let s = strides(&input.shape);
     let mut body = "    let c = coords_out(i);\n    var offset = 0u;\n".to_string();
     for (k, &n) in input.shape.iter().enumerate() {

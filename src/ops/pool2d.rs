@@ -11,7 +11,7 @@ use crate::graph::{DataType, OperandDescriptor};
 use crate::ops::conv2d::{conv_output_size, list_or, positive_pair, valid_dimension, InputLayout};
 use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
 use crate::ops::reference::{round_to, HostTensor};
-use crate::ops::wgsl::{literal, value_type, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{literal, value_type, ElementwiseKernel, LowerRequest, Lowering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PoolKind {
@@ -177,8 +177,8 @@ fn lowest(data_type: DataType) -> f64 {
 }
 
 /// One invocation per output element, looping over its window.
-pub fn lower(kind: PoolKind, o: &Pool2dOptions, cx: &LowerContext) -> Result<Lowering> {
-    let g = geometry(kind, o, cx.inputs[0])?;
+pub fn lower(kind: PoolKind, o: &Pool2dOptions, request: &LowerRequest) -> Result<Lowering> {
+    let g = geometry(kind, o, request.inputs[0])?;
     let all: Vec<u32> = g.padding.iter().chain(&g.strides).chain(&g.dilations).copied().collect();
     if all.iter().any(|&v| v > i32::MAX as u32) {
         return Err(Error::NotSupported(format!(
@@ -191,7 +191,7 @@ pub fn lower(kind: PoolKind, o: &Pool2dOptions, cx: &LowerContext) -> Result<Low
         let high = g.input_size[axis] as u64 + end + g.strides[axis] as u64;
         crate::ops::conv2d::check_index_range(kind.name(), axis, begin, high)?;
     }
-    let data_type = cx.inputs[0].data_type;
+    let data_type = request.inputs[0].data_type;
     let vt = value_type(data_type)?;
     let [osn, osc, osh, osw] = g.strides(g.output_size);
     let [isn, isc, ish, isw] = g.strides(g.input_size);
@@ -230,8 +230,8 @@ pub fn lower(kind: PoolKind, o: &Pool2dOptions, cx: &LowerContext) -> Result<Low
         g.batches, g.channels
     );
     let launch = ElementwiseKernel {
-        inputs: vec![("input", cx.inputs[0])],
-        output: cx.outputs[0],
+        inputs: vec![("input", request.inputs[0])],
+        output: request.outputs[0],
         helpers: String::new(),
         body,
     }

@@ -11,7 +11,7 @@ use crate::graph::operand::{strides, MAX_RANK};
 use crate::graph::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{coords, round_to, HostTensor};
-use crate::ops::wgsl::{coords_fn, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{coords_fn, ElementwiseKernel, LowerRequest, Lowering};
 
 /// The integer types of the quantized side (int4/uint4 are not supported by this implementation).
 const QUANTIZED: &[DataType] = &[DataType::Uint8, DataType::Int8, DataType::Uint32, DataType::Int32];
@@ -125,12 +125,12 @@ fn saturate(data_type: DataType) -> &'static str {
     }
 }
 
-pub fn lower_dequantize_linear(cx: &LowerContext) -> Result<Lowering> {
-    let (input, scale, zero_point) = (cx.inputs[0], cx.inputs[1], cx.inputs[2]);
+pub fn lower_dequantize_linear(request: &LowerRequest) -> Result<Lowering> {
+    let (input, scale, zero_point) = (request.inputs[0], request.inputs[1], request.inputs[2]);
     let body = "    let p = param_index(i);\n    return (f32(load_input(i)) - f32(load_zero_point(p))) * load_scale(p);".to_string();
     let launch = ElementwiseKernel {
         inputs: vec![("input", input), ("scale", scale), ("zero_point", zero_point)],
-        output: cx.outputs[0],
+        output: request.outputs[0],
         helpers: param_index_fn(&input.shape, &scale.shape),
         body,
     }
@@ -138,9 +138,9 @@ pub fn lower_dequantize_linear(cx: &LowerContext) -> Result<Lowering> {
     Ok(Lowering::single(launch))
 }
 
-pub fn lower_quantize_linear(cx: &LowerContext) -> Result<Lowering> {
-    let (input, scale, zero_point) = (cx.inputs[0], cx.inputs[1], cx.inputs[2]);
-    let out = cx.outputs[0];
+pub fn lower_quantize_linear(request: &LowerRequest) -> Result<Lowering> {
+    let (input, scale, zero_point) = (request.inputs[0], request.inputs[1], request.inputs[2]);
+    let out = request.outputs[0];
     let quotient = match input.data_type {
         DataType::Float16 => "f16_to_f32(f32_to_f16(load_input(i) / load_scale(p)))",
         _ => "load_input(i) / load_scale(p)",

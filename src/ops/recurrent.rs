@@ -18,7 +18,7 @@ use crate::ops::conv2d::valid_dimension;
 use crate::ops::limits::{self, OpLimits, TensorLimits, FLOATS};
 use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::wgsl::{
-    binding, load_fn, BufRef, ElementwiseKernel, Launch, LowerContext, Lowering, F16_HELPERS, WORKGROUP_SIZE,
+    binding, load_fn, BufRef, ElementwiseKernel, Launch, LowerRequest, Lowering, F16_HELPERS, WORKGROUP_SIZE,
 };
 use crate::ops::Op;
 
@@ -610,7 +610,7 @@ struct Kernel<'a> {
     scratch: Vec<(&'static str, usize, bool)>,
     invocations: u64,
     body: String,
-    cx: &'a LowerContext<'a>,
+    request: &'a LowerRequest<'a>,
 }
 
 impl Kernel<'_> {
@@ -621,7 +621,7 @@ impl Kernel<'_> {
         let mut writes = Vec::new();
         let mut index = 0;
         for &(name, k) in &self.inputs {
-            let d = self.cx.inputs[k].data_type;
+            let d = self.request.inputs[k].data_type;
             src += &binding(index, name, d, false);
             src += &load_fn(name, d)?;
             reads.push(BufRef::Input(k));
@@ -648,8 +648,8 @@ const HIDDEN: usize = 0;
 const CELLS: usize = 1;
 const GATES: usize = 2;
 
-pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
-    let inputs: Vec<&OperandDescriptor> = cx.inputs.clone();
+pub fn lower(op: &Op, request: &LowerRequest) -> Result<Lowering> {
+    let inputs: Vec<&OperandDescriptor> = request.inputs.clone();
     let (p, _) = plan(op, &inputs)?;
     let (steps, batch, hidden, isz) = (p.steps as u64, p.batch as u64, p.hidden as u64, p.input_size as u64);
     let state = p.state_len();
@@ -682,7 +682,7 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
         }
     }
     init_body += &format!("    if (id == 0u) {{ gates[{counter}u] = 0.0; }}\n");
-    launches.push(Kernel { inputs: init_inputs, scratch: init_scratch, invocations: state, body: init_body, cx }.build()?);
+    launches.push(Kernel { inputs: init_inputs, scratch: init_scratch, invocations: state, body: init_body, request }.build()?);
 
     // The time index of direction `d` at step `s`.
     let time = |d: &str| {
@@ -726,7 +726,7 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
         scratch: vec![("hidden", HIDDEN, false), ("gates", GATES, true)],
         invocations: p.directions as u64 * batch * gh,
         body: gates_body,
-        cx,
+        request,
     }
     .build()?;
 
@@ -828,7 +828,7 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
             )
         }
     };
-    let mut update = Kernel { inputs: update_inputs, scratch: update_scratch, invocations: state, body, cx }.build()?;
+    let mut update = Kernel { inputs: update_inputs, scratch: update_scratch, invocations: state, body, request }.build()?;
     if let Cell::Gru { r, n, reset_after: false, .. } = p.cell {
         // Helper placed before `main`: the sum over units `j` of `(r_j * h_j) * R[d, n row u, j]`.
         let helper = format!(
@@ -853,7 +853,7 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
         scratch: vec![("gates", GATES, true)],
         invocations: 1,
         body: format!("    gates[{counter}u] = gates[{counter}u] + 1.0;"),
-        cx,
+        request,
     }
     .build()?;
     for _ in 0..steps {
@@ -867,7 +867,7 @@ pub fn lower(op: &Op, cx: &LowerContext) -> Result<Lowering> {
     let copy = |output: usize, buffer: usize, body: String| -> Result<Launch> {
         let mut launch = ElementwiseKernel {
             inputs: vec![("states", &states)],
-            output: cx.outputs[output],
+            output: request.outputs[output],
             helpers: String::new(),
             body,
         }

@@ -16,7 +16,7 @@ use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
 use crate::ops::reference::{coords, round_to, HostTensor};
 use crate::ops::wgsl::{
     binding, buffer_size, elements_per_word, literal, load_fn, packed_bits, value_type, BufRef, ElementwiseKernel,
-    Launch, LowerContext, Lowering, F16_HELPERS,
+    Launch, LowerRequest, Lowering, F16_HELPERS,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -326,8 +326,8 @@ fn reduce_stats(op: ReduceOp, data_type: DataType) -> Result<(Stat, Option<Stat>
 /// One launch writing 32-bit outputs directly; packed outputs (float16, int8, uint8) go through a
 /// scratch buffer of the value type and a packing launch, since one output word may hold
 /// elements of rows reduced by different workgroups.
-pub fn lower(op: ReduceOp, o: &ReduceOptions, cx: &LowerContext) -> Result<Lowering> {
-    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+pub fn lower(op: ReduceOp, o: &ReduceOptions, request: &LowerRequest) -> Result<Lowering> {
+    let (input, out) = (request.inputs[0], request.outputs[0]);
     let axes = reduced_axes(o.axes.as_deref(), input.rank());
     let (first, second) = reduce_stats(op, input.data_type)?;
     let result = if second.is_some() { "s2" } else { "s1" };
@@ -398,8 +398,8 @@ pub fn fusable(o: &ReduceOptions, input: &OperandDescriptor, reduced: &OperandDe
 /// Lowers a reduction whose only reader is `epilogue`, an element-wise chain it is [`fusable`]
 /// with: one kernel reduces each row, then writes `epilogue_at(value, i)` for each element `i` of
 /// the row. The chain's inputs are bound after the input (which it may read as `load_input`).
-pub fn lower_fused(op: ReduceOp, o: &ReduceOptions, cx: &LowerContext, epilogue: &Epilogue) -> Result<Lowering> {
-    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+pub fn lower_fused(op: ReduceOp, o: &ReduceOptions, request: &LowerRequest, epilogue: &Epilogue) -> Result<Lowering> {
+    let (input, out) = (request.inputs[0], request.outputs[0]);
     let axes = reduced_axes(o.axes.as_deref(), input.rank());
     let (first, second) = reduce_stats(op, input.data_type)?;
     let value = format!("epilogue_at({}, i)", if second.is_some() { "s2" } else { "s1" });

@@ -12,7 +12,7 @@ use crate::graph::OperandDescriptor;
 use crate::ops::conv2d::valid_dimension;
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{coords, round_to, HostTensor};
-use crate::ops::wgsl::{coords_fn, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{coords_fn, ElementwiseKernel, LowerRequest, Lowering};
 
 /// `MLInterpolationMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -96,8 +96,8 @@ pub fn validate(o: &Resample2dOptions, inputs: &[&OperandDescriptor]) -> Result<
     Ok(vec![OperandDescriptor::new(input.data_type, shape)])
 }
 
-pub fn lower(o: &Resample2dOptions, cx: &LowerContext) -> Result<Lowering> {
-    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+pub fn lower(o: &Resample2dOptions, request: &LowerRequest) -> Result<Lowering> {
+    let (input, out) = (request.inputs[0], request.outputs[0]);
     let in_strides = strides(&input.shape);
     let mut helpers = coords_fn("out", &out.shape);
     let offset: Vec<String> = (0..4).map(|a| format!("d[{a}] * {}u", in_strides[a])).collect();

@@ -7,7 +7,7 @@ use crate::graph::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{check_valid_dimensions, MoveKernel, Source};
 use crate::ops::reference::{coords, HostTensor};
-use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, BufRef, LowerContext, Lowering};
+use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, BufRef, LowerRequest, Lowering};
 
 const MAX_RANK: u32 = crate::graph::operand::MAX_RANK as u32;
 
@@ -68,8 +68,8 @@ pub fn validate_expand(new_shape: &[u32], inputs: &[&OperandDescriptor]) -> Resu
     Ok(vec![OperandDescriptor::new(input.data_type, new_shape)])
 }
 
-pub fn lower_expand(cx: &LowerContext) -> Result<Lowering> {
-    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+pub fn lower_expand(request: &LowerRequest) -> Result<Lowering> {
+    let (input, out) = (request.inputs[0], request.outputs[0]);
     let helpers = coords_fn("out", &out.shape) + &broadcast_offset_fn("input", &input.shape, out.rank());
     let launch = MoveKernel {
         sources: vec![Source { name: "input", buffer: BufRef::Input(0), descriptor: input }],

@@ -6,7 +6,7 @@ use crate::graph::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::lower_index_map;
 use crate::ops::reference::{coords, linear, HostTensor};
-use crate::ops::wgsl::{LowerContext, Lowering};
+use crate::ops::wgsl::{LowerRequest, Lowering};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -41,8 +41,8 @@ pub fn validate(axes: Option<&[u32]>, inputs: &[&OperandDescriptor]) -> Result<V
     Ok(vec![input.clone()])
 }
 
-pub fn lower(axes: Option<&[u32]>, cx: &LowerContext) -> Result<Lowering> {
-    let input = cx.inputs[0];
+pub fn lower(axes: Option<&[u32]>, request: &LowerRequest) -> Result<Lowering> {
+    let input = request.inputs[0];
     let flip = reversed(axes, input.rank());
     let s = strides(&input.shape);
     let terms: Vec<String> = (0..input.rank())
@@ -55,7 +55,7 @@ pub fn lower(axes: Option<&[u32]>, cx: &LowerContext) -> Result<Lowering> {
             }
         })
         .collect();
-    lower_index_map(cx, &terms)
+    lower_index_map(request, &terms)
 }
 
 pub fn reference(

@@ -25,7 +25,7 @@ use crate::ops::gather::{
 use crate::ops::limits::{self, OpLimits, INDICES, ALL_TYPES};
 use crate::ops::movement::{bits_fn, MoveKernel, Source};
 use crate::ops::reference::{coords, HostTensor};
-use crate::ops::wgsl::{coords_fn, BufRef, Launch, LowerContext, Lowering, WORKGROUP_SIZE};
+use crate::ops::wgsl::{coords_fn, BufRef, Launch, LowerRequest, Lowering, WORKGROUP_SIZE};
 
 pub fn limits() -> Vec<OpLimits> {
     let max = MAX_RANK as u32;
@@ -94,8 +94,8 @@ pub fn validate_nd(inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescripto
 }
 
 /// The three launches; `dest` is WGSL computing `dest`, the output offset of update `i`.
-fn lower_with_dest(cx: &LowerContext, helpers: String, dest: String) -> Result<Lowering> {
-    let (input, updates, out) = (cx.inputs[0], cx.inputs[2], cx.outputs[0]);
+fn lower_with_dest(request: &LowerRequest, helpers: String, dest: String) -> Result<Lowering> {
+    let (input, updates, out) = (request.inputs[0], request.inputs[2], request.outputs[0]);
     let count = out.element_count();
     let main = |limit: u64, body: &str| {
         format!(
@@ -116,7 +116,7 @@ fn lower_with_dest(cx: &LowerContext, helpers: String, dest: String) -> Result<L
     let claim = Launch {
         source: format!(
             "@group(0) @binding(0) var<storage, read> indices: array<u32>;\n@group(0) @binding(1) var<storage, read_write> winner: array<atomic<u32>>;\n{}{helpers}{}",
-            bits_fn("indices", cx.inputs[1].data_type),
+            bits_fn("indices", request.inputs[1].data_type),
             main(update_count, &format!("{dest}    atomicMax(&winner[dest], i + 1u);"))
         ),
         reads: vec![BufRef::Input(1)],
@@ -142,8 +142,8 @@ fn lower_with_dest(cx: &LowerContext, helpers: String, dest: String) -> Result<L
     Ok(Lowering::Kernels { scratch: vec![count * 4], launches: vec![clear, claim, copy] })
 }
 
-pub fn lower_elements(axis: u32, cx: &LowerContext) -> Result<Lowering> {
-    let (input, indices) = (cx.inputs[0], cx.inputs[1]);
+pub fn lower_elements(axis: u32, request: &LowerRequest) -> Result<Lowering> {
+    let (input, indices) = (request.inputs[0], request.inputs[1]);
     let axis = axis as usize;
     let helpers = coords_fn("updates", &indices.shape) + &position_fn(indices.data_type);
     let dest = format!(
@@ -151,18 +151,18 @@ pub fn lower_elements(axis: u32, cx: &LowerContext) -> Result<Lowering> {
         input.shape[axis],
         elements_offset(&input.shape, axis)
     );
-    lower_with_dest(cx, helpers, dest)
+    lower_with_dest(request, helpers, dest)
 }
 
-pub fn lower_nd(cx: &LowerContext) -> Result<Lowering> {
-    let (input, indices) = (cx.inputs[0], cx.inputs[1]);
+pub fn lower_nd(request: &LowerRequest) -> Result<Lowering> {
+    let (input, indices) = (request.inputs[0], request.inputs[1]);
     let k = indices.shape[indices.rank() - 1] as usize;
     let inner: u64 = input.shape[k..].iter().map(|&d| d as u64).product();
     let dest = format!(
         "    let j = i / {inner}u;\n    let r = i % {inner}u;\n{}    let dest = base + r;\n",
         nd_base(&input.shape, k)
     );
-    lower_with_dest(cx, position_fn(indices.data_type), dest)
+    lower_with_dest(request, position_fn(indices.data_type), dest)
 }
 
 /// Applies the updates to a copy of the input one by one in row-major order (the last wins).

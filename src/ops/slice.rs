@@ -6,7 +6,7 @@ use crate::graph::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::lower_index_map;
 use crate::ops::reference::{coords, HostTensor};
-use crate::ops::wgsl::{LowerContext, Lowering};
+use crate::ops::wgsl::{LowerRequest, Lowering};
 
 /// `slice`'s arguments and `MLSliceOptions`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,8 +68,8 @@ pub fn validate(o: &SliceOptions, inputs: &[&OperandDescriptor]) -> Result<Vec<O
     Ok(vec![OperandDescriptor::new(input.data_type, shape)])
 }
 
-pub fn lower(o: &SliceOptions, cx: &LowerContext) -> Result<Lowering> {
-    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+pub fn lower(o: &SliceOptions, request: &LowerRequest) -> Result<Lowering> {
+    let (input, out) = (request.inputs[0], request.outputs[0]);
     let input_strides = strides(&input.shape);
     let steps = o.strides_or_default();
     // Element `c[axis]` of an axis reads input index `start + c[axis] * stride`.
@@ -82,7 +82,7 @@ pub fn lower(o: &SliceOptions, cx: &LowerContext) -> Result<Lowering> {
         }
     }
     terms.push(format!("{base}u"));
-    lower_index_map(cx, &terms)
+    lower_index_map(request, &terms)
 }
 
 /// `output[c] = input[starts + c * strides]`.

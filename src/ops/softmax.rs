@@ -10,7 +10,7 @@ use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::movement::outer_inner;
 use crate::ops::reduce::{RowReduction, Stat};
 use crate::ops::reference::{round_to, HostTensor};
-use crate::ops::wgsl::{binding, buffer_size, literal, BufRef, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{binding, buffer_size, literal, BufRef, ElementwiseKernel, LowerRequest, Lowering};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -36,8 +36,8 @@ fn normalized(i: &str) -> String {
     format!("exp(load_input({i}) - s1) / s2")
 }
 
-pub fn lower(axis: u32, cx: &LowerContext) -> Result<Lowering> {
-    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+pub fn lower(axis: u32, request: &LowerRequest) -> Result<Lowering> {
+    let (input, out) = (request.inputs[0], request.outputs[0]);
     let axis = axis as usize;
     let axes = [axis];
     let (_, inner) = outer_inner(&input.shape, axis);

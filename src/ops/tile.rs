@@ -7,7 +7,7 @@ use crate::graph::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::lower_index_map;
 use crate::ops::reference::{coords, HostTensor};
-use crate::ops::wgsl::{LowerContext, Lowering};
+use crate::ops::wgsl::{LowerRequest, Lowering};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -41,14 +41,14 @@ pub fn validate(repetitions: &[u32], inputs: &[&OperandDescriptor]) -> Result<Ve
     Ok(vec![OperandDescriptor::new(input.data_type, shape)])
 }
 
-pub fn lower(cx: &LowerContext) -> Result<Lowering> {
-    let input = cx.inputs[0];
+pub fn lower(request: &LowerRequest) -> Result<Lowering> {
+    let input = request.inputs[0];
     let s = strides(&input.shape);
     let terms: Vec<String> = (0..input.rank())
         .filter(|&k| input.shape[k] != 1)
         .map(|k| format!("(c[{k}] % {}u) * {}u", input.shape[k], s[k]))
         .collect();
-    lower_index_map(cx, &terms)
+    lower_index_map(request, &terms)
 }
 
 pub fn reference(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {

@@ -6,7 +6,7 @@ use crate::graph::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::lower_index_map;
 use crate::ops::reference::{coords, HostTensor};
-use crate::ops::wgsl::{LowerContext, Lowering};
+use crate::ops::wgsl::{LowerRequest, Lowering};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -48,8 +48,8 @@ pub fn validate(permutation: Option<&[u32]>, inputs: &[&OperandDescriptor]) -> R
     Ok(vec![OperandDescriptor::new(input.data_type, shape)])
 }
 
-pub fn lower(permutation: Option<&[u32]>, cx: &LowerContext) -> Result<Lowering> {
-    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+pub fn lower(permutation: Option<&[u32]>, request: &LowerRequest) -> Result<Lowering> {
+    let (input, out) = (request.inputs[0], request.outputs[0]);
     let perm = permutation_or_default(permutation, input.rank());
     let input_strides = strides(&input.shape);
     // Output axis `k` walks input axis `perm[k]`.
@@ -59,7 +59,7 @@ pub fn lower(permutation: Option<&[u32]>, cx: &LowerContext) -> Result<Lowering>
         .filter(|&(k, _)| out.shape[k] != 1)
         .map(|(k, &a)| format!("c[{k}] * {}u", input_strides[a]))
         .collect();
-    lower_index_map(cx, &terms)
+    lower_index_map(request, &terms)
 }
 
 /// `output[c] = input[d]` where `d[permutation[k]] = c[k]`.

@@ -10,7 +10,7 @@ use crate::graph::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{MoveKernel, Source};
 use crate::ops::reference::HostTensor;
-use crate::ops::wgsl::{BufRef, LowerContext, Lowering};
+use crate::ops::wgsl::{BufRef, LowerRequest, Lowering};
 
 /// `MLTriangularOptions`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +46,8 @@ fn matrix(shape: &[u32]) -> (u64, u64) {
     (shape[r - 2] as u64, shape[r - 1] as u64)
 }
 
-pub fn lower(o: &TriangularOptions, cx: &LowerContext) -> Result<Lowering> {
-    let (input, out) = (cx.inputs[0], cx.outputs[0]);
+pub fn lower(o: &TriangularOptions, request: &LowerRequest) -> Result<Lowering> {
+    let (input, out) = (request.inputs[0], request.outputs[0]);
     let (rows, cols) = matrix(&input.shape);
     let keep = if o.upper { "col - row >= d" } else { "col - row <= d" };
     // i64 is not in WGSL: the difference and the diagonal compare in i32 after clamping the

@@ -16,7 +16,7 @@ use crate::graph::{DataType, OperandDescriptor};
 pub const WORKGROUP_SIZE: u32 = 256;
 
 /// What the runtime gives an operator's lowering.
-pub struct LowerContext<'a> {
+pub struct LowerRequest<'a> {
     pub inputs: Vec<&'a OperandDescriptor>,
     pub outputs: Vec<&'a OperandDescriptor>,
     /// The adapter has `shader-f16`.

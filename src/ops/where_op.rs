@@ -5,7 +5,7 @@ use crate::graph::operand::broadcast_shapes;
 use crate::graph::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::reference::{map_broadcast, HostTensor};
-use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, ElementwiseKernel, LowerContext, Lowering};
+use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, ElementwiseKernel, LowerRequest, Lowering};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -46,17 +46,17 @@ pub fn validate(inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>>
     Ok(vec![OperandDescriptor::new(true_value.data_type, shape)])
 }
 
-pub fn lower(cx: &LowerContext) -> Result<Lowering> {
-    let out = cx.outputs[0];
+pub fn lower(request: &LowerRequest) -> Result<Lowering> {
+    let out = request.outputs[0];
     let rank = out.rank();
     let names = ["condition", "true_value", "false_value"];
     let mut helpers = coords_fn("out", &out.shape);
-    for (name, input) in names.iter().zip(&cx.inputs) {
+    for (name, input) in names.iter().zip(&request.inputs) {
         helpers += &broadcast_offset_fn(name, &input.shape, rank);
     }
     let body = "    let c = coords_out(i);\n    if (load_condition(offset_condition(c)) != 0u) {\n        return load_true_value(offset_true_value(c));\n    }\n    return load_false_value(offset_false_value(c));".to_string();
     let launch = ElementwiseKernel {
-        inputs: names.iter().copied().zip(cx.inputs.iter().copied()).collect(),
+        inputs: names.iter().copied().zip(request.inputs.iter().copied()).collect(),
         output: out,
         helpers,
         body,

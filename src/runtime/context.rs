@@ -13,7 +13,7 @@ use crate::memory::{MemoryInfo, MemoryState};
 use crate::runtime::buffer::BufferRegistry;
 use crate::runtime::oneshot::Signal;
 use crate::runtime::pipeline::PipelineCache;
-use crate::runtime::queue::{Deferred, PendingCopy, PendingPass, Tally};
+use crate::runtime::queue::{Deferred, PendingCopy, PendingPass, BusyCount};
 
 /// `MLPowerPreference`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,10 +78,10 @@ pub(crate) struct ContextInner {
     pub(super) injected_failures: Cell<u64>,
     pub(super) open_allocation_scopes: Cell<u32>,
     /// Allocations waiting for the GPU's verdict, and what waits for none to be left.
-    pub(super) unconfirmed: Tally,
+    pub(super) unconfirmed: BusyCount,
     /// `constantTensor(name, {wait: false})` calls whose stream is not queued yet: a batch of
     /// queued streams waits for them to join it, and the lanes split them (see `weights::lanes`).
-    pub(super) queuing_streams: Tally,
+    pub(super) queuing_streams: BusyCount,
 }
 
 thread_local! {
@@ -189,8 +189,8 @@ impl Context {
                 failing_allocations: Cell::new(0),
                 injected_failures: Cell::new(0),
                 open_allocation_scopes: Cell::new(0),
-                unconfirmed: Tally::default(),
-                queuing_streams: Tally::default(),
+                unconfirmed: BusyCount::default(),
+                queuing_streams: BusyCount::default(),
             }),
         }
     }

@@ -13,8 +13,8 @@ use crate::graph::{ConstantValue, GraphDescription, OperandDescriptor, OperandSo
 use crate::memory::budget::Evictable;
 use crate::memory::{EvictionPriority, Residency, SharedConstant};
 use crate::ops::wgsl::buffer_size;
-use crate::ops::fusion::{self, Work};
-use crate::ops::{self, BufRef, LowerContext, Lowering};
+use crate::ops::fusion::{self, OpGroupKind};
+use crate::ops::{self, BufRef, LowerRequest, Lowering};
 use crate::runtime::dispatch::BindCache;
 use crate::runtime::allocation::Attempt;
 use crate::runtime::context::Context;
@@ -130,16 +130,16 @@ impl Graph {
         let max_groups = context.limits().max_compute_workgroups_per_dimension.max(1);
         let mut planned = Vec::new();
         for operator in fusion::plan(d, context.limits().max_storage_buffers_per_shader_stage) {
-            let cx = LowerContext {
+            let request = LowerRequest {
                 inputs: operator.inputs.iter().map(|&i| &d.descriptors[i]).collect(),
                 outputs: operator.outputs.iter().map(|&i| &d.descriptors[i]).collect(),
                 shader_f16: context.has_shader_f16(),
                 device: context.device_traits(),
             };
             let label = || operator.label.clone();
-            let lowering = match &operator.work {
-                Work::Op(op) => ops::lower(op, &cx),
-                Work::Fused(fused) => fused.lower(&cx),
+            let lowering = match &operator.kind {
+                OpGroupKind::Op(op) => ops::lower(op, &request),
+                OpGroupKind::Fused(fused) => fused.lower(&request),
             }
             .map_err(|e| Error::Operation(format!("{}: {}", label(), e.message())))?;
             let input_values: Vec<Option<usize>> = operator.inputs.iter().map(|&i| value_of[i]).collect();

@@ -45,12 +45,12 @@ impl<T> Receiver<T> {
 
 impl<T> Future for Receiver<T> {
     type Output = T;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+    fn poll(self: Pin<&mut Self>, request: &mut Context<'_>) -> Poll<T> {
         let Ok(mut state) = self.0.lock() else { return Poll::Pending };
         match state.value.take() {
             Some(v) => Poll::Ready(v),
             None => {
-                state.waker = Some(cx.waker().clone());
+                state.waker = Some(request.waker().clone());
                 Poll::Pending
             }
         }
@@ -88,12 +88,12 @@ struct SignalWait(Signal);
 
 impl Future for SignalWait {
     type Output = String;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<String> {
+    fn poll(self: Pin<&mut Self>, request: &mut Context<'_>) -> Poll<String> {
         let Ok(mut s) = (self.0).0.lock() else { return Poll::Pending };
         match &s.0 {
             Some(m) => Poll::Ready(m.clone()),
             None => {
-                s.1.push(cx.waker().clone());
+                s.1.push(request.waker().clone());
                 Poll::Pending
             }
         }

@@ -154,12 +154,12 @@ impl Context {
 
 /// A count of things in progress, and what waits for none to be left.
 #[derive(Default)]
-pub(super) struct Tally {
+pub(super) struct BusyCount {
     count: Cell<u32>,
     idle: RefCell<Vec<oneshot::Sender<()>>>,
 }
 
-impl Tally {
+impl BusyCount {
     pub(super) fn enter(&self) {
         self.count.set(self.count.get() + 1);
     }

@@ -250,19 +250,19 @@ impl<S: Source + 'static> FileTensor<S> {
                 // tensor streams straight to the GPU and keeps no host copy.
                 if scope.close().await.is_some() {
                     pinned.destroy();
-                    let sink = Sink::Queue(buffer);
-                    let stats = stream_tensor(context, source, info, self.target, sink, &self.options, progress).await?;
+                    let destination = Destination::Queue(buffer);
+                    let stats = stream_tensor(context, source, info, self.target, destination, &self.options, progress).await?;
                     memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
                     return Ok(stats);
                 }
-                let stats = stream_tensor(context, source, info, self.target, Sink::Host(&pinned), &self.options, progress).await?;
+                let stats = stream_tensor(context, source, info, self.target, Destination::Host(&pinned), &self.options, progress).await?;
                 pinned.unmap();
                 let copy = cache.keep(pinned, size, memory.tick());
                 restore(context, &copy, buffer)?;
                 *self.host_copy.borrow_mut() = Some(copy);
                 stats
             }
-            _ => stream_tensor(context, source, info, self.target, Sink::Queue(buffer), &self.options, progress).await?,
+            _ => stream_tensor(context, source, info, self.target, Destination::Queue(buffer), &self.options, progress).await?,
         };
         memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + stats.bytes_read);
         Ok(stats)
@@ -309,7 +309,7 @@ fn widens_on_gpu(context: &Context, stored: StoredType, target: DataType, option
 /// Where a stream writes: a GPU buffer through the queue, or a host copy mapped for writing
 /// (whose bytes a GPU copy later moves, see [`restore`]).
 #[derive(Clone, Copy)]
-pub enum Sink<'b> {
+pub enum Destination<'b> {
     Queue(&'b wgpu::Buffer),
     Host(&'b wgpu::Buffer),
 }
@@ -327,7 +327,7 @@ pub async fn stream_tensor<S: Source>(
     source: &S,
     info: &TensorInfo,
     target: DataType,
-    sink: Sink<'_>,
+    destination: Destination<'_>,
     options: &LoadOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<StreamStats> {
@@ -368,9 +368,9 @@ pub async fn stream_tensor<S: Source>(
         StoredType::F32 | StoredType::F16 | StoredType::I32 | StoredType::U32 | StoredType::I8 | StoredType::U8
     ) && stored.webnn_type(target) == target;
 
-    let (buffer, to_queue) = match sink {
-        Sink::Queue(b) => (b, true),
-        Sink::Host(b) => (b, false),
+    let (buffer, to_queue) = match destination {
+        Destination::Queue(b) => (b, true),
+        Destination::Host(b) => (b, false),
     };
     // A host copy holds the constant's bytes: float16 is widened on the CPU into it.
     let widen = to_queue && widens_on_gpu(context, stored, target, options);

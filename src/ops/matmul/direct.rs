@@ -8,8 +8,8 @@ impl Product<'_> {
     /// neighbouring columns of B), then adding the 8 partial sums. Each word is written whole.
     pub(super) fn direct(&self) -> Result<Launch> {
         let (m, n, k) = (self.m, self.n, self.k);
-        let [sam, sak] = self.a_strides;
-        let [sbk, sbn] = self.b_strides;
+        let [a_stride_m, a_stride_k] = self.a_strides;
+        let [b_stride_k, b_stride_n] = self.b_strides;
         let count = self.out.element_count();
         let per_word = elements_per_word(self.data_type);
         let words = count.div_ceil(per_word);
@@ -39,10 +39,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         let i = t * {per_word}u + e;
         if (i < {count}u) {{
             let c = coords_out(i);
-            let ab = a_base(c.x) + c.y * {sam}u;
-            let bb = b_base(c.x) + c.z * {sbn}u;
+            let ab = a_base(c.x) + c.y * {a_stride_m}u;
+            let bb = b_base(c.x) + c.z * {b_stride_n}u;
             var s = 0.0;
-            for (var kk = slice; kk < {k}u; kk += {DIRECT_SLICES}u) {{ s = s + load_a(ab + kk * {sak}u) * load_b(bb + kk * {sbk}u); }}
+            for (var kk = slice; kk < {k}u; kk += {DIRECT_SLICES}u) {{ s = s + load_a(ab + kk * {a_stride_k}u) * load_b(bb + kk * {b_stride_k}u); }}
             acc[e] = s;
         }}
     }}

@@ -8,8 +8,8 @@ impl Product<'_> {
     /// adds its partial sums in workgroup memory.
     pub(super) fn dot(&self) -> Result<Launch> {
         let (m, n, k) = (self.m, self.n, self.k);
-        let [sam, _] = self.a_strides;
-        let [_, sbn] = self.b_strides;
+        let [a_stride_m, _] = self.a_strides;
+        let [_, b_stride_n] = self.b_strides;
         // A forced GEMV shape's `wk` (a power of two up to 128) also sets the lanes per output, so
         // tests reach every subgroup case (lanes narrower and wider than the subgroup).
         let forced = shape_override("WEBNN_WGPU_GEMV").and_then(|v| v.get(1).copied()).filter(|&l| l.is_power_of_two() && l <= 128);
@@ -73,8 +73,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let c = coords_out(oi);
     var s = vec4<f32>(0.0);
     if (oi < {count}u) {{
-        let ae = a_base(c.x) + c.y * {sam}u;
-        let be = b_base(c.x) + c.z * {sbn}u;
+        let ae = a_base(c.x) + c.y * {a_stride_m}u;
+        let be = b_base(c.x) + c.z * {b_stride_n}u;
         for (var q = t * 4u; q < {k}u; q += {step}u) {{ s = fma({qa}, {qb}, s); }}
     }}
     let red_in = s.x + s.y + s.z + s.w;

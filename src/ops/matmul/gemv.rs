@@ -10,8 +10,8 @@ impl Product<'_> {
     /// workgroups, the partial sums go to scratch and a second launch adds them.
     pub(super) fn gemv(&self) -> Result<Lowering> {
         let (m, n, k) = (self.m, self.n, self.k);
-        let [sam, sak] = self.a_strides;
-        let [sbk, _] = self.b_strides;
+        let [a_stride_m, a_stride_k] = self.a_strides;
+        let [b_stride_k, _] = self.b_strides;
         let g = self.choose_gemv();
         let (wx, wk) = (g.wx, g.wk);
         let threads = wx * wk;
@@ -26,11 +26,11 @@ impl Product<'_> {
         let out_vec = !two_pass && self.data_type == DataType::Float32 && b_al;
         let out_type = if two_pass { DataType::Float32 } else { self.data_type };
         let mut src = self.prologue([(false, false), (true, b_al)], out_type, out_vec)?;
-        let qb = |kk: &str| quad("b", b_al, false, &format!("bb + ({kk}) * {sbk}u + col"), "", "", 0);
-        let qb = |kk: &str| if b_al { qb(kk) } else { format!("quadn_b(bb + ({kk}) * {sbk}u + col, {n}u - col)") };
+        let qb = |kk: &str| quad("b", b_al, false, &format!("bb + ({kk}) * {b_stride_k}u + col"), "", "", 0);
+        let qb = |kk: &str| if b_al { qb(kk) } else { format!("quadn_b(bb + ({kk}) * {b_stride_k}u + col, {n}u - col)") };
         let fma_rows = |bv: &str, kk: &str| {
             (0..m)
-                .map(|r| format!("            acc{r} = fma(vec4<f32>(load_a(ab + {} + ({kk}) * {sak}u)), {bv}, acc{r});\n", r * sam))
+                .map(|r| format!("            acc{r} = fma(vec4<f32>(load_a(ab + {} + ({kk}) * {a_stride_k}u)), {bv}, acc{r});\n", r * a_stride_m))
                 .collect::<String>()
         };
         // With subgroups, a column's K shares are neighbouring invocations (a subgroup reads whole

@@ -48,7 +48,7 @@ use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{coords, round_to, HostTensor};
 use crate::ops::wgsl::{
     binding, broadcast_offset_fn, coords_fn, elements_per_word, literal, load_fn, BufRef, DeviceTraits, ElementwiseKernel,
-    Launch, LowerContext, Lowering, F16_HELPERS,
+    Launch, LowerRequest, Lowering, F16_HELPERS,
 };
 
 /// `MLGemmOptions`; `c` is passed as a third input when `has_c`.
@@ -385,12 +385,12 @@ impl Product<'_> {
 
     fn lower(&self) -> Result<Lowering> {
         let (m, n) = (self.m, self.n);
-        let ([_, sak], [sbk, sbn]) = (self.a_strides, self.b_strides);
-        let along_k = sak == 1 && sbk == 1;
+        let ([_, a_stride_k], [b_stride_k, b_stride_n]) = (self.a_strides, self.b_strides);
+        let along_k = a_stride_k == 1 && b_stride_k == 1;
         if n <= GEMV_ROWS && along_k {
             return self.dot_for(Regs { wx: 1, wy: CPU_GEMV_THREADS, tm: 4, tn: 4 });
         }
-        if m <= GEMV_ROWS && sbn == 1 {
+        if m <= GEMV_ROWS && b_stride_n == 1 {
             return match self.gemv_regs() {
                 Some(r) => self.packed(|t, target| self.registers(r, t, target)),
                 None => self.gemv(),
@@ -573,8 +573,8 @@ impl Product<'_> {
 }
 
 
-pub fn lower_matmul(cx: &LowerContext, epilogue: Option<&Epilogue>) -> Result<Lowering> {
-    let (a, b, out) = (cx.inputs[0], cx.inputs[1], cx.outputs[0]);
+pub fn lower_matmul(request: &LowerRequest, epilogue: Option<&Epilogue>) -> Result<Lowering> {
+    let (a, b, out) = (request.inputs[0], request.inputs[1], request.outputs[0]);
     let (ra, rb, ro) = (a.rank(), b.rank(), out.rank());
     let (m, k, n) = (a.shape[ra - 2], a.shape[ra - 1], b.shape[rb - 1]);
     Product {
@@ -593,14 +593,14 @@ pub fn lower_matmul(cx: &LowerContext, epilogue: Option<&Epilogue>) -> Result<Lo
         b_batch: b.shape[..rb - 2].to_vec(),
         alpha: 1.0,
         beta: 0.0,
-        device: cx.device,
+        device: request.device,
         epilogue,
     }
     .lower()
 }
 
-pub fn lower_gemm(o: &GemmOptions, cx: &LowerContext, epilogue: Option<&Epilogue>) -> Result<Lowering> {
-    let (a, b, out) = (cx.inputs[0], cx.inputs[1], cx.outputs[0]);
+pub fn lower_gemm(o: &GemmOptions, request: &LowerRequest, epilogue: Option<&Epilogue>) -> Result<Lowering> {
+    let (a, b, out) = (request.inputs[0], request.inputs[1], request.outputs[0]);
     let (sa, sb) = gemm_shapes(o, a, b);
     let (m, k, n) = (sa[0], sa[1], sb[1]);
     let t = a.data_type;
@@ -608,7 +608,7 @@ pub fn lower_gemm(o: &GemmOptions, cx: &LowerContext, epilogue: Option<&Epilogue
         data_type: out.data_type,
         a,
         b,
-        c: if o.has_c { Some(cx.inputs[2]) } else { None },
+        c: if o.has_c { Some(request.inputs[2]) } else { None },
         out,
         m,
         n,
@@ -620,7 +620,7 @@ pub fn lower_gemm(o: &GemmOptions, cx: &LowerContext, epilogue: Option<&Epilogue
         b_batch: Vec::new(),
         alpha: round_to(o.alpha, t),
         beta: round_to(o.beta, t),
-        device: cx.device,
+        device: request.device,
         epilogue,
     }
     .lower()

@@ -12,15 +12,15 @@ impl Product<'_> {
     /// last row or column, and `store` skips them, so the loop has no bounds checks.
     pub(super) fn registers(&self, r: Regs, out_type: DataType, target: BufRef) -> Result<Launch> {
         let (m, n, k) = (self.m, self.n, self.k);
-        let [sam, sak] = self.a_strides;
-        let [sbk, sbn] = self.b_strides;
+        let [a_stride_m, a_stride_k] = self.a_strides;
+        let [b_stride_k, b_stride_n] = self.b_strides;
         let (bm, bn) = (r.wy * r.tm, r.wx * r.tn);
         let tiles_n = n.div_ceil(bn) as u64;
         let per_batch = m.div_ceil(bm) as u64 * tiles_n;
         let groups = per_batch * self.batch_count();
         self.groups_fit(groups)?;
-        let a_vec = sak == 1 && k % 4 == 0;
-        let b_vec = sbn == 1 && n % 4 == 0;
+        let a_vec = a_stride_k == 1 && k % 4 == 0;
+        let b_vec = b_stride_n == 1 && n % 4 == 0;
         let out_vec = out_type == DataType::Float32 && n % 4 == 0;
         let src = self.prologue([(a_vec, a_vec), (b_vec, b_vec)], out_type, out_vec)?;
         let qn = r.tn / 4;
@@ -29,14 +29,14 @@ impl Product<'_> {
             if a_vec {
                 format!("quad_a({e})")
             } else {
-                format!("vec4<f32>({})", (0..4).map(|i| format!("load_a({e} + {}u)", i * sak)).collect::<Vec<_>>().join(", "))
+                format!("vec4<f32>({})", (0..4).map(|i| format!("load_a({e} + {}u)", i * a_stride_k)).collect::<Vec<_>>().join(", "))
             }
         };
         let quad_b = |e: &str, j: u32| {
             if b_vec {
                 format!("quad_b({e} + cq{j})")
             } else {
-                let l = (0..4).map(|i| format!("load_b({e} + min(c0 + {}u, {}u) * {sbn}u)", 4 * j + i, n.saturating_sub(1)));
+                let l = (0..4).map(|i| format!("load_b({e} + min(c0 + {}u, {}u) * {b_stride_n}u)", 4 * j + i, n.saturating_sub(1)));
                 format!("vec4<f32>({})", l.collect::<Vec<_>>().join(", "))
             }
         };
@@ -46,7 +46,7 @@ impl Product<'_> {
         let mut tail = String::new();
         let mut store = String::new();
         for i in 0..r.tm {
-            setup += &format!("    let ra{i} = ab + min(r0 + {i}u, {}u) * {sam}u;\n", m.saturating_sub(1));
+            setup += &format!("    let ra{i} = ab + min(r0 + {i}u, {}u) * {a_stride_m}u;\n", m.saturating_sub(1));
         }
         if b_vec {
             for j in 0..qn {
@@ -60,11 +60,11 @@ impl Product<'_> {
             }
         }
         for i in 0..r.tm {
-            step += &format!("        let a{i} = {};\n", quad_a(&format!("ra{i} + k * {sak}u")));
+            step += &format!("        let a{i} = {};\n", quad_a(&format!("ra{i} + k * {a_stride_k}u")));
         }
         for kk in 0..4 {
             for j in 0..qn {
-                step += &format!("        let b{kk}_{j} = {};\n", quad_b(&format!("bb + (k + {kk}u) * {sbk}u"), j));
+                step += &format!("        let b{kk}_{j} = {};\n", quad_b(&format!("bb + (k + {kk}u) * {b_stride_k}u"), j));
             }
         }
         for (kk, c) in XYZW.iter().enumerate() {
@@ -76,10 +76,10 @@ impl Product<'_> {
         }
         if k % 4 != 0 {
             for i in 0..r.tm {
-                tail += &format!("        let a{i} = load_a(ra{i} + k * {sak}u);\n");
+                tail += &format!("        let a{i} = load_a(ra{i} + k * {a_stride_k}u);\n");
             }
             for j in 0..qn {
-                tail += &format!("        let b{j} = {};\n", quad_b(&format!("bb + k * {sbk}u"), j));
+                tail += &format!("        let b{j} = {};\n", quad_b(&format!("bb + k * {b_stride_k}u"), j));
             }
             for i in 0..r.tm {
                 for j in 0..qn {
@@ -97,8 +97,8 @@ impl Product<'_> {
     /// columns past N in every block are not computed.
     pub(super) fn dots(&self, r: Regs, out_type: DataType, target: BufRef) -> Result<Launch> {
         let (m, n, k) = (self.m, self.n, self.k);
-        let [sam, _] = self.a_strides;
-        let [_, sbn] = self.b_strides;
+        let [a_stride_m, _] = self.a_strides;
+        let [_, b_stride_n] = self.b_strides;
         let (bm, bn) = (r.wy * r.tm, r.wx * r.tn);
         let tiles_n = n.div_ceil(bn) as u64;
         let per_batch = m.div_ceil(bm) as u64 * tiles_n;
@@ -121,12 +121,12 @@ impl Product<'_> {
         let mut tail = String::new();
         let mut store = String::new();
         for i in 0..r.tm {
-            setup += &format!("    let ra{i} = ab + min(r0 + {i}u, {}u) * {sam}u;\n", m.saturating_sub(1));
+            setup += &format!("    let ra{i} = ab + min(r0 + {i}u, {}u) * {a_stride_m}u;\n", m.saturating_sub(1));
             step += &format!("        let a{i} = {};\n", quad("a", format!("ra{i} + k")));
             tail += &format!("        let a{i} = load_a(ra{i} + k);\n");
         }
         for &j in &cols {
-            setup += &format!("    let rb{j} = bb + min(c0 + {j}u, {}u) * {sbn}u;\n", n.saturating_sub(1));
+            setup += &format!("    let rb{j} = bb + min(c0 + {j}u, {}u) * {b_stride_n}u;\n", n.saturating_sub(1));
             step += &format!("        let b{j} = {};\n", quad("b", format!("rb{j} + k")));
             tail += &format!("        let b{j} = load_b(rb{j} + k);\n");
         }

@@ -9,11 +9,11 @@ impl Product<'_> {
     /// When M, N and K are tile multiples no load or store is bounds-checked.
     pub(super) fn tiled(&self, t: Tiles, out_type: DataType, target: BufRef) -> Result<Launch> {
         let (m, n, k) = (self.m, self.n, self.k);
-        let [sam, sak] = self.a_strides;
-        let [sbk, sbn] = self.b_strides;
+        let [a_stride_m, a_stride_k] = self.a_strides;
+        let [b_stride_k, b_stride_n] = self.b_strides;
         let (bm, bn, bk, threads) = (t.bm(), t.bn(), t.bk, t.threads());
         let (bm4, bn4, bk4) = (bm / 4, bn / 4, bk / 4);
-        let (a_k, b_n) = (sak == 1, sbn == 1);
+        let (a_k, b_n) = (a_stride_k == 1, b_stride_n == 1);
         let a_al = if a_k { k % 4 == 0 } else { m % 4 == 0 };
         let b_al = if b_n { n % 4 == 0 } else { k % 4 == 0 };
         let checked = m % bm != 0 || n % bn != 0 || k % bk != 0;
@@ -46,14 +46,14 @@ impl Product<'_> {
                 let mut s = format!(
                     "            let row = q / {bk4}u; let kq = (q % {bk4}u) * 4u; let gm = m0 + row; let gk = k0 + kq;\n\
                      \x20           let v = {};\n",
-                    v.replace("SAM", &sam.to_string())
+                    v.replace("SAM", &a_stride_m.to_string())
                 );
                 for (i, c) in XYZW.iter().enumerate() {
                     s += &format!("            sa[(kq + {i}u) * {bm4}u + row / 4u][row % 4u] = v.{c};\n");
                 }
                 s
             } else {
-                let v = quad("a", a_al, checked, &format!("ab + gk * {sak}u + gm"), &format!("gk < {k}u"), "gm", m);
+                let v = quad("a", a_al, checked, &format!("ab + gk * {a_stride_k}u + gm"), &format!("gk < {k}u"), "gm", m);
                 format!(
                     "            let kk = q / {bm4}u; let mq = (q % {bm4}u) * 4u; let gm = m0 + mq; let gk = k0 + kk;\n\
                      \x20           sa[kk * {bm4}u + mq / 4u] = {v};\n"
@@ -62,13 +62,13 @@ impl Product<'_> {
         });
         let load_b = loads(bn * bk4, &|| {
             if b_n {
-                let v = quad("b", b_al, checked, &format!("bb + gk * {sbk}u + gn"), &format!("gk < {k}u"), "gn", n);
+                let v = quad("b", b_al, checked, &format!("bb + gk * {b_stride_k}u + gn"), &format!("gk < {k}u"), "gn", n);
                 format!(
                     "            let kk = q / {bn4}u; let nq = (q % {bn4}u) * 4u; let gn = n0 + nq; let gk = k0 + kk;\n\
                      \x20           sb[kk * {bn4}u + nq / 4u] = {v};\n"
                 )
             } else {
-                let v = quad("b", b_al, checked, &format!("bb + gn * {sbn}u + gk"), &format!("gn < {n}u"), "gk", k);
+                let v = quad("b", b_al, checked, &format!("bb + gn * {b_stride_n}u + gk"), &format!("gn < {n}u"), "gk", k);
                 let mut s = format!(
                     "            let col = q / {bk4}u; let kq = (q % {bk4}u) * 4u; let gn = n0 + col; let gk = k0 + kq;\n\
                      \x20           let v = {v};\n"
