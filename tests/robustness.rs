@@ -342,7 +342,10 @@ fn out_of_memory_with_nothing_to_evict_is_a_spec_error_and_the_context_still_wor
     let ctx = context();
     let a = resident(&ctx, 4, 1.5).unwrap();
     a.run(&ctx).unwrap();
-    let tensors = 2 * 16;
+    // A tensor of a size not read yet: its read needs a new staging buffer.
+    let z = tensor(&ctx, &OperandDescriptor::new(DataType::Float32, vec![8]), true, true).unwrap();
+    ctx.write_tensor(&z, &f32s(&[3.0; 8])).unwrap();
+    let tensors = 2 * 16 + 32;
     assert_eq!(ctx.memory_info().device_bytes, expected_device_bytes(&[&a], tensors));
 
     // build(): graph a is evicted, then the allocation still fails.
@@ -371,8 +374,10 @@ fn out_of_memory_with_nothing_to_evict_is_a_spec_error_and_the_context_still_wor
     ctx.dispatch(&a.graph, &[("x".into(), a.x.clone())], &[("y".into(), a.y.clone())]).unwrap();
     let e = block_on(ctx.read_tensor(&a.y)).unwrap_err();
     assert_eq!(e.name(), "UnknownError", "{e}");
-    // A read needs a staging buffer: out of memory too.
-    let e = block_on(ctx.read_tensor(&a.y)).unwrap_err();
+    // A read of a size read before reuses a staging buffer: no allocation, so it succeeds.
+    assert_eq!(block_on(ctx.read_tensor(&a.y)).unwrap(), f32s(&[7.0; 4]));
+    // A read of a new size needs a staging buffer: out of memory too.
+    let e = block_on(ctx.read_tensor(&z)).unwrap_err();
     assert_eq!(e.name(), "UnknownError", "{e}");
     assert_eq!(a.graph.residency(), Residency::Host);
     assert_eq!(ctx.memory_info().device_bytes, tensors);
@@ -380,11 +385,12 @@ fn out_of_memory_with_nothing_to_evict_is_a_spec_error_and_the_context_still_wor
     // The GPU has memory again: everything works, the accounting is exact.
     ctx.fail_next_allocations(0);
     assert_eq!(block_on(ctx.read_tensor(&a.y)).unwrap(), f32s(&[7.0; 4]), "no wrong result");
+    assert_eq!(block_on(ctx.read_tensor(&z)).unwrap(), f32s(&[3.0; 8]));
     a.run(&ctx).unwrap();
     let b = resident(&ctx, 4, 2.0).unwrap();
     b.run(&ctx).unwrap();
     block_on(a.graph.swap_in()).unwrap();
-    assert_eq!(ctx.memory_info().device_bytes, expected_device_bytes(&[&a, &b], 2 * tensors));
+    assert_eq!(ctx.memory_info().device_bytes, expected_device_bytes(&[&a, &b], tensors + 2 * 16));
     cycle(&ctx, 4);
     assert!(ctx.take_uncaptured_error().is_none());
 }

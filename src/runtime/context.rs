@@ -69,6 +69,8 @@ pub(crate) struct ContextInner {
     /// The weight loader's host buffers (a chunk as read, and converted), reused between streams.
     pub loader_buffers: Cell<(Vec<u8>, Vec<u8>)>,
     pub(super) lost: Signal,
+    /// Mapped-read staging buffers free for reuse (see `read.rs`).
+    pub(super) free_staging: RefCell<Vec<wgpu::Buffer>>,
     pub(super) deferred: Deferred,
     pub(super) last_uncaptured_error: Arc<Mutex<Option<String>>>,
     pub(super) next_tensor_id: Cell<u64>,
@@ -183,6 +185,7 @@ impl Context {
                 pending_passes: RefCell::default(),
                 loader_buffers: Cell::default(),
                 lost,
+                free_staging: RefCell::default(),
                 deferred: Deferred::default(),
                 last_uncaptured_error,
                 next_tensor_id: Cell::new(1),

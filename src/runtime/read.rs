@@ -71,19 +71,30 @@ impl Context {
         Ok(self.start_read(&buffer.buffer, buffer.size))
     }
 
-    /// Copies a buffer to a mappable one and starts mapping it. The staging buffer is created
-    /// inside an out-of-memory scope whose verdict [`finish_read`](Self::finish_read) awaits.
+    /// Copies a buffer to a mappable one and starts mapping it. A small read reuses a free
+    /// staging buffer of its size (see [`STAGING_POOL_BYTES`]); otherwise the staging buffer is
+    /// created inside an out-of-memory scope whose verdict [`finish_read`](Self::finish_read)
+    /// awaits.
     fn start_read(&self, buffer: &wgpu::Buffer, size: u64) -> PendingRead {
         let device = &self.inner.device;
-        let scope = self.allocation_scope();
-        self.inject_allocation_failure();
-        let staging = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readTensor staging"),
-            size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let out_of_memory = Box::pin(scope.close());
+        let pooled = {
+            let mut free = self.inner.free_staging.borrow_mut();
+            free.iter().position(|b| b.size() == size).map(|i| free.swap_remove(i))
+        };
+        let (staging, out_of_memory): (_, Pin<Box<dyn Future<Output = Option<String>>>>) = match pooled {
+            Some(staging) => (staging, Box::pin(std::future::ready(None))),
+            None => {
+                let scope = self.allocation_scope();
+                self.inject_allocation_failure();
+                let staging = device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("readTensor staging"),
+                    size,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                (staging, Box::pin(scope.close()))
+            }
+        };
         // Pending dispatches go in a submission of their own: a staging buffer the GPU could not
         // allocate invalidates the submission that copies into it.
         if self.has_pending_work() {
@@ -144,7 +155,12 @@ impl Context {
             .map_err(|e| Error::Unknown(format!("reading the tensor failed: {e}")))?
             .to_vec();
         staging.unmap();
-        staging.destroy();
+        let mut free = self.inner.free_staging.borrow_mut();
+        if size_of_pooled(&free) + staging.size() <= STAGING_POOL_BYTES {
+            free.push(staging);
+        } else {
+            staging.destroy();
+        }
         Ok(bytes)
     }
 
@@ -177,6 +193,16 @@ impl Context {
 /// How long a native read polls without blocking before it waits.
 #[cfg(not(target_arch = "wasm32"))]
 const READ_SPIN: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Bytes of free staging buffers a context keeps for later reads of the same size. Creating a
+/// mappable buffer for each read made a small read several times slower than a plain WebGPU copy
+/// and mapAsync in Chromium on a GPU (BENCHMARKS.md, round trip); token loops read small tensors
+/// (logits, router scores) every step. They are not in `deviceBytes`, so the pool stays small.
+const STAGING_POOL_BYTES: u64 = 256 * 1024;
+
+fn size_of_pooled(free: &[wgpu::Buffer]) -> u64 {
+    free.iter().map(|b| b.size()).sum()
+}
 
 /// A read whose copy is submitted, waiting for its staging buffer to map.
 pub(super) struct PendingRead {

@@ -115,7 +115,8 @@ try {
       oom.dispatch(g, { x: ox }, { y: oy });
       return Array.from(new Float32Array(await oom.readTensor(oy))).join();
     };
-    const exact = (graphs) => oom.memoryInfo().deviceBytes === 32 + graphs.reduce((n, g) => n + g.deviceBytes, 0);
+    let tensorBytes = 32;
+    const exact = (graphs) => oom.memoryInfo().deviceBytes === tensorBytes + graphs.reduce((n, g) => n + g.deviceBytes, 0);
     const oa = await graphOn(oom, [1, 2, 3, 4]);
     const ob = await graphOn(oom, [10, 20, 30, 40]);
     check('graphs compute before the failures', (await compute(oa)) === '2,3,4,5' && (await compute(ob)) === '11,21,31,41', '');
@@ -130,6 +131,11 @@ try {
     const swapped = await compute(oa);
     check('a dispatch that swaps in with the GPU out of memory evicts and computes',
       swapped === '2,3,4,5' && oa.residency === 'device' && ob.residency === 'host', `${swapped} ${ob.residency}`);
+    // A tensor of a size not read yet: its read needs a new staging buffer (reads of a size read
+    // before reuse one).
+    const oz = await oom.createTensor({ dataType: 'float32', shape: [8], readable: true, writable: true });
+    oom.writeTensor(oz, new Float32Array(8).fill(3));
+    tensorBytes += 32;
     testing.failNextAllocations(oom, 1e6);
     const builds = await outcome(() => graphOn(oom));
     check('build() with nothing left to evict rejects with OperationError', builds === 'OperationError', builds);
@@ -139,7 +145,7 @@ try {
     check('createTensor() with the GPU out of memory rejects with UnknownError', tensor === 'UnknownError', tensor);
     oom.writeTensor(oy, new Float32Array([7, 7, 7, 7]));
     const read = await outcome(() => compute(ob));
-    const staging = await outcome(() => oom.readTensor(oy));
+    const staging = await outcome(() => oom.readTensor(oz));
     check('readTensor() with the GPU out of memory (its staging buffer) rejects with UnknownError', staging === 'UnknownError', staging);
     testing.failNextAllocations(oom, 0);
     const kept = Array.from(new Float32Array(await oom.readTensor(oy))).join();
