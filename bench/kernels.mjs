@@ -35,11 +35,13 @@ const opts = { budgetMs: Number(args['budget-ms']), maxIters: 50 };
 
 const DIMS = {
   mm256: { M: 256, K: 256, N: 256 }, mm512: { M: 512, K: 512, N: 512 }, mm1024: { M: 1024, K: 1024, N: 1024 },
-  mm2048: { M: 2048, K: 2048, N: 2048 }, gemv: { M: 1, K: 4096, N: 4096 },
+  mm2048: { M: 2048, K: 2048, N: 2048 }, mm4096: { M: 4096, K: 4096, N: 4096 }, gemv: { M: 1, K: 4096, N: 4096 },
+  gemv8192: { M: 1, K: 8192, N: 8192 },
 };
 const LABEL = {
   mm256: 'matmul 256x256x256', mm512: 'matmul 512x512x512', mm1024: 'matmul 1024x1024x1024',
-  mm2048: 'matmul 2048x2048x2048', gemv: 'GEMV 1x4096x4096', mlp: 'MLP 1x512 -> 2048 -> gelu -> 512 -> add -> layerNorm',
+  mm2048: 'matmul 2048x2048x2048', mm4096: 'matmul 4096x4096x4096', gemv: 'GEMV 1x4096x4096',
+  gemv8192: 'GEMV 1x8192x8192', mlp: 'MLP 1x512 -> 2048 -> gelu -> 512 -> add -> layerNorm',
 };
 const gflops = (s, ms) => (2 * DIMS[s].M * DIMS[s].N * DIMS[s].K) / (ms * 1e6);
 const gbs = (s, ms) => (4 * (DIMS[s].K * DIMS[s].N + DIMS[s].M * (DIMS[s].K + DIMS[s].N))) / (ms * 1e6);

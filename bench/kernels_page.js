@@ -14,7 +14,9 @@ export const SHAPES = {
   mm512: { kind: 'matmul', M: 512, K: 512, N: 512 },
   mm1024: { kind: 'matmul', M: 1024, K: 1024, N: 1024 },
   mm2048: { kind: 'matmul', M: 2048, K: 2048, N: 2048 },
+  mm4096: { kind: 'matmul', M: 4096, K: 4096, N: 4096 },
   gemv: { kind: 'matmul', M: 1, K: 4096, N: 4096 },
+  gemv8192: { kind: 'matmul', M: 1, K: 8192, N: 8192 },
   mlp: { kind: 'mlp', D: 512, H: 2048 },
 };
 

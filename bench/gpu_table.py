@@ -1,0 +1,42 @@
+"""Prints the tables of bench/gpu.html runs (the results.jsonl of bench/gpu_machine.sh): per build
+tag, the kernel shapes with ours beside tfjs-webgpu, onnxruntime-web's WebGPU EP and a plain WGSL
+kernel (ms per product including the final read back; a '!' marks a failed check), the MoE
+tokens/s per memory mode, and the small-tensor round trips. usage: gpu_table.py RESULTS.jsonl"""
+import json
+import sys
+
+DIMS = {'mm1024': (1024, 1024, 1024), 'mm2048': (2048, 2048, 2048), 'mm4096': (4096, 4096, 4096),
+        'gemv': (1, 4096, 4096), 'gemv8192': (1, 8192, 8192)}
+IMPLS = ['ours', 'tfjs', 'ort', 'wgsl']
+
+
+def cell(r):
+    if not r or 'ms' not in r:
+        return 'error' if r else ''
+    return f"{r['ms']:.3f}" + ('' if r.get('check', {}).get('ok') else ' !')
+
+
+def rate(shape, ms):
+    if shape not in DIMS:
+        return ''
+    m, k, n = DIMS[shape]
+    if m == 1:
+        return f'{4 * k * n / (ms * 1e6):.0f} GB/s'
+    return f'{2 * m * k * n / (ms * 1e9):.1f} TFLOP/s'
+
+
+runs = [json.loads(line) for line in open(sys.argv[1]) if '"stage":"gpu"' in line]
+for run in runs:
+    print(f"\n### {run.get('tag') or 'run'}: {run.get('adapter', {}).get('vendor')} {run.get('error') or ''}\n")
+    print('| shape | ours ms | ours rate | tfjs | ort | wgsl | best peer / ours |')
+    print('|---|---:|---:|---:|---:|---:|---:|')
+    for shape, c in run['cells'].items():
+        ours = c.get('ours', {}).get('ms')
+        peers = [c[i]['ms'] for i in ('tfjs', 'ort') if 'ms' in c.get(i, {})]
+        ratio = f'{min(peers) / ours:.2f}' if ours and peers else ''
+        print(f"| {shape} | {cell(c.get('ours'))} | {rate(shape, ours) if ours else ''} | "
+              f"{cell(c.get('tfjs'))} | {cell(c.get('ort'))} | {cell(c.get('wgsl'))} | {ratio} |")
+    moe = ', '.join(f"{mode} {v['tokensPerSecond']:.1f}" + ('' if v.get('ok') else ' (WRONG TOKENS)')
+                    if 'tokensPerSecond' in v else f"{mode} {v.get('error')}" for mode, v in run.get('moe', {}).items())
+    print(f'\nMoE tokens/s: {moe}')
+    print('round trips (ms): ' + '; '.join(f'{p} {ms:.3f}' for p, ms in run.get('roundtrip', [])))
