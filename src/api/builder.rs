@@ -1,12 +1,12 @@
 //! `MLGraphBuilder` and `MLGraph` handles.
 
-use js_sys::{Array, Promise, Uint8Array};
+use js_sys::{Promise, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
-use crate::api::context::{descriptor, object, TensorHandle};
+use crate::api::context::{descriptor, TensorHandle};
 use crate::api::ops::{number, op_from_js, Params};
-use crate::api::{to_js, JsResult};
+use crate::api::{dictionary, to_js, JsResult};
 use crate::error::{Error, Result};
 use crate::graph::{DataType, GraphBuilder, Operand};
 use crate::memory::{EvictionPriority, HostBytes, Residency};
@@ -75,24 +75,18 @@ impl BuilderHandle {
 
     /// Records operator `name` (its method name) on operand `inputs` with its converted
     /// arguments and options in `params`; returns `[{index, dataType, shape}]` per output.
-    pub fn operator(&mut self, name: &str, inputs: Vec<u32>, params: JsValue) -> JsResult<Array> {
+    pub fn operator(&mut self, name: &str, inputs: Vec<u32>, params: JsValue) -> JsResult<JsValue> {
         let params = Params(params);
         let op = op_from_js(name, &params).map_err(to_js)?;
         let inputs: Vec<Operand> = inputs.into_iter().map(|i| self.operand(i)).collect::<Result<_>>().map_err(to_js)?;
         let label = params.string("label").map_err(to_js)?;
         let outputs = self.builder.operator(op, &inputs, &label).map_err(to_js)?;
-        let result = Array::new();
+        let mut result = Vec::new();
         for operand in outputs {
             let d = self.builder.descriptor(operand).map_err(to_js)?.clone();
-            let index = self.record(operand);
-            let shape: Array = d.shape.iter().map(|&s| JsValue::from(s)).collect();
-            result.push(&object(&[
-                ("index", index.into()),
-                ("dataType", d.data_type.name().into()),
-                ("shape", shape.into()),
-            ]));
+            result.push(OperatorOutput { index: self.record(operand), data_type: d.data_type.name(), shape: d.shape });
         }
-        Ok(result)
+        Ok(dictionary(&result))
     }
 
     /// Validates synchronously (throws), then resolves with the compiled graph.
@@ -176,4 +170,13 @@ impl GraphHandle {
             self.graph.set_eviction_priority(p);
         }
     }
+}
+
+/// An operator's output as `operator()` returns it to `js/webnn.js`, which makes the `MLOperand`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OperatorOutput {
+    index: u32,
+    data_type: &'static str,
+    shape: Vec<u32>,
 }

@@ -1,15 +1,15 @@
 //! `MLContext` and `MLTensor` handles.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-use js_sys::{Array, Object, Promise, Reflect, Uint8Array};
+use js_sys::{Promise, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
 use crate::api::builder::{BuilderHandle, GraphHandle};
-use crate::api::{to_js, JsResult};
+use crate::api::{dictionary, to_js, JsResult};
 use crate::error::{Error, Result};
 use crate::graph::operand::MAX_RANK;
 use crate::graph::{DataType, GraphBuilder, OperandDescriptor};
@@ -25,14 +25,40 @@ pub(crate) fn descriptor(data_type: &str, shape: Vec<u32>) -> Result<OperandDesc
     Ok(OperandDescriptor::new(DataType::from_name(data_type)?, shape))
 }
 
-/// A plain object from key/value pairs.
-pub(crate) fn object(entries: &[(&str, JsValue)]) -> JsValue {
-    let object = Object::new();
-    for (key, value) in entries {
-        // Setting a data property on a fresh plain object cannot fail.
-        let _ = Reflect::set(&object, &JsValue::from_str(key), value);
+/// `MLOpSupportLimits`: the graph's input, constant and output limits and one member per operator.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OpSupportLimitsDictionary {
+    preferred_input_layout: &'static str,
+    max_tensor_byte_length: u64,
+    input: TensorLimitsDictionary,
+    constant: TensorLimitsDictionary,
+    output: TensorLimitsDictionary,
+    #[serde(flatten)]
+    operators: BTreeMap<&'static str, BTreeMap<&'static str, TensorLimitsDictionary>>,
+}
+
+/// `MLTensorLimits`.
+#[derive(serde::Serialize, Clone)]
+#[serde(rename_all = "camelCase")]
+struct TensorLimitsDictionary {
+    data_types: Vec<&'static str>,
+    rank_range: RankRange,
+}
+
+#[derive(serde::Serialize, Clone)]
+struct RankRange {
+    min: u32,
+    max: u32,
+}
+
+impl TensorLimitsDictionary {
+    fn of(l: &TensorLimits) -> TensorLimitsDictionary {
+        TensorLimitsDictionary {
+            data_types: l.data_types.iter().map(|t| t.name()).collect(),
+            rank_range: RankRange { min: l.rank_min, max: l.rank_max },
+        }
     }
-    object.into()
 }
 
 #[wasm_bindgen]
@@ -195,39 +221,24 @@ impl ContextHandle {
     /// `MLOpSupportLimits`, from the same table validation reads.
     #[wasm_bindgen(js_name = opSupportLimits)]
     pub fn op_support_limits(&self) -> JsValue {
-        let tensor_limits = |l: &TensorLimits| {
-            let types: Array = l.data_types.iter().map(|t| JsValue::from_str(t.name())).collect();
-            let range = object(&[("min", l.rank_min.into()), ("max", l.rank_max.into())]);
-            object(&[("dataTypes", types.into()), ("rankRange", range)])
-        };
-        let graph_io = tensor_limits(&limits::tensor("", limits::ALL_TYPES, 0, MAX_RANK as u32));
-        let result = object(&[
-            ("preferredInputLayout", "nchw".into()),
-            ("maxTensorByteLength", (self.context.max_tensor_byte_length() as f64).into()),
-            ("input", graph_io.clone()),
-            ("constant", graph_io.clone()),
-            ("output", graph_io),
-        ]);
-        for op in limits::all() {
-            let operands: Vec<(&str, JsValue)> = op.operands.iter().map(|l| (l.name, tensor_limits(l))).collect();
-            let _ = Reflect::set(&result, &op.name.into(), &object(&operands));
-        }
-        result
+        let graph_io = TensorLimitsDictionary::of(&limits::tensor("", limits::ALL_TYPES, 0, MAX_RANK as u32));
+        dictionary(&OpSupportLimitsDictionary {
+            preferred_input_layout: "nchw",
+            max_tensor_byte_length: self.context.max_tensor_byte_length(),
+            input: graph_io.clone(),
+            constant: graph_io.clone(),
+            output: graph_io,
+            operators: limits::all()
+                .iter()
+                .map(|op| (op.name, op.operands.iter().map(|l| (l.name, TensorLimitsDictionary::of(l))).collect()))
+                .collect(),
+        })
     }
 
     /// The `memoryInfo()` extension; `budgetBytes` is `null` without a budget.
     #[wasm_bindgen(js_name = memoryInfo)]
     pub fn memory_info(&self) -> JsValue {
-        let m = self.context.memory_info();
-        object(&[
-            ("deviceBytes", (m.device_bytes as f64).into()),
-            ("hostBytes", (m.host_bytes as f64).into()),
-            ("budgetBytes", m.budget_bytes.map(|b| JsValue::from(b as f64)).unwrap_or(JsValue::NULL)),
-            ("swapIns", (m.swap_ins as f64).into()),
-            ("swapOuts", (m.swap_outs as f64).into()),
-            ("bytesUploaded", (m.bytes_uploaded as f64).into()),
-            ("bytesStreamedFromDisk", (m.bytes_streamed_from_disk as f64).into()),
-        ])
+        dictionary(&self.context.memory_info())
     }
 }
 

@@ -32,6 +32,13 @@ extern "C" {
     fn install_interfaces(options: &JsValue) -> bool;
 }
 
+/// A dictionary the API returns, as a plain JavaScript object (through `serde-wasm-bindgen`:
+/// `None` is `null`, maps are objects, integers are numbers). The dictionaries hold byte counts
+/// and sizes far below 2^53, the only values that could fail to convert.
+pub(crate) fn dictionary<T: serde::Serialize>(value: &T) -> JsValue {
+    value.serialize(&serde_wasm_bindgen::Serializer::json_compatible()).unwrap_or(JsValue::NULL)
+}
+
 /// The core's error as the exception the spec names: `TypeError` or a `DOMException`.
 pub(crate) fn to_js(error: Error) -> JsValue {
     match error {

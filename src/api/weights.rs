@@ -4,12 +4,12 @@
 
 use std::rc::Rc;
 
-use js_sys::{Array, Function, Promise};
+use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
-use crate::api::context::{object, register, Tensors};
-use crate::api::{to_js, JsResult};
+use crate::api::context::{register, Tensors};
+use crate::api::{dictionary, to_js, JsResult};
 use crate::graph::DataType;
 use crate::runtime::Context;
 use crate::weights::{BlobSource, LoadOptions, WeightFile};
@@ -52,26 +52,27 @@ impl WeightFileHandle {
     /// `[{name, dataType, shape, byteLength, storedType, fileByteLength}]`: the constant each
     /// tensor becomes (`dataType` is the file's type name where no WebNN type converts it;
     /// `constantTensor()` then rejects) and its bytes in the file.
-    pub fn tensors(&self) -> Array {
-        self.file
+    pub fn tensors(&self) -> JsValue {
+        let entries: Vec<TensorEntry> = self
+            .file
             .tensors
             .iter()
             .map(|info| {
-                let shape: Array = info.shape.iter().map(|&d| JsValue::from(d as f64)).collect();
                 let (data_type, byte_length) = match self.file.descriptor(&self.context, info, &self.options) {
-                    Ok(d) => (JsValue::from_str(d.data_type.name()), JsValue::from(d.byte_length() as f64)),
-                    Err(_) => (JsValue::from_str(&info.type_name), JsValue::NULL),
+                    Ok(d) => (d.data_type.name().to_string(), Some(d.byte_length())),
+                    Err(_) => (info.type_name.clone(), None),
                 };
-                object(&[
-                    ("name", JsValue::from_str(&info.name)),
-                    ("dataType", data_type),
-                    ("shape", shape.into()),
-                    ("byteLength", byte_length),
-                    ("storedType", JsValue::from_str(&info.type_name)),
-                    ("fileByteLength", JsValue::from(info.byte_length as f64)),
-                ])
+                TensorEntry {
+                    name: &info.name,
+                    data_type,
+                    shape: &info.shape,
+                    byte_length,
+                    stored_type: &info.type_name,
+                    file_byte_length: info.byte_length,
+                }
             })
-            .collect()
+            .collect();
+        dictionary(&entries)
     }
 
     /// Streams tensor `name` to a constant tensor; `on_progress(loaded, total)` after each chunk.
@@ -104,4 +105,18 @@ impl WeightFileHandle {
             Ok(register(&tensors, tensor).into())
         })
     }
+}
+
+/// One tensor of a weight file's listing (`MLWeightFile.tensors`): `dataType` and `byteLength` as
+/// loaded (`byteLength` null when the stored type cannot be loaded), `storedType` and
+/// `fileByteLength` as stored.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TensorEntry<'a> {
+    name: &'a str,
+    data_type: String,
+    shape: &'a [u64],
+    byte_length: Option<u64>,
+    stored_type: &'a str,
+    file_byte_length: u64,
 }

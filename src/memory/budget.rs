@@ -8,6 +8,7 @@ use crate::memory::{EvictionPriority, HostCache, IntermediatePool};
 
 /// `MLContext.memoryInfo()`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(target_arch = "wasm32", derive(serde::Serialize), serde(rename_all = "camelCase"))]
 pub struct MemoryInfo {
     pub device_bytes: u64,
     pub host_bytes: u64,
