@@ -11,7 +11,9 @@
 #   pkg/ and, for a before/after run, .gpu/pkg-old/ (another build of pkg/)
 # Probes flag sets until one gives a hardware adapter, then runs the page twice per build,
 # interleaved (old, new, old, new). Results (one JSON line per page, progress lines too) go to
-# $OUT/results.jsonl. GPU_QUERY adds page parameters; GPU_SECONDS bounds each page.
+# $OUT/results.jsonl. GPU_QUERY adds page parameters; GPU_SECONDS bounds each page. With
+# GPU_FLAGS set (and no .gpu/pkg-old), the comparison is the chosen flag set without and with
+# those flags (e.g. --enable-dawn-features=disable_robustness), interleaved the same way.
 set -u
 root=/tmp/chromium-gpu; P=/tmp/payload
 ls $P/chromium.part.00 $P/ort >/dev/null || exit 3
@@ -42,7 +44,7 @@ variants=(
   "--enable-features=Vulkan --disable-vulkan-surface --use-vulkan=native --use-angle=vulkan"
   "--enable-features=Vulkan --disable-vulkan-surface --use-vulkan=native --use-gl=disabled"
 )
-stages() { grep -c '"stage"' $OUT/results.jsonl 2>/dev/null || true; }
+stages() { cat $OUT/results.jsonl 2>/dev/null | grep -c '"stage"'; }
 page() { # flags page seconds tag
   local before; before=$(stages)
   $root/chromium/chromium-headless-shell $base $1 --user-data-dir=/tmp/prof-$4 "http://127.0.0.1:8131/$2" > $OUT/chrome-$4.log 2>&1 & local chr=$!
@@ -56,10 +58,12 @@ for i in "${!variants[@]}"; do
   if tail -1 $OUT/results.jsonl | grep -qi nvidia; then chosen=${variants[$i]}; break; fi
 done
 [ -n "$chosen" ] || { echo "no flag set found the GPU"; kill $srv; exit 1; }
+[ -n "${GPU_FLAGS:-}" ] && [ ${#builds[@]} = 1 ] && builds=(new flags)
 for round in 1 2; do
   for tag in "${builds[@]}"; do
     if [ $tag = old ]; then serve /tmp/old; else serve .; fi
-    page "$chosen" "bench/gpu.html?${GPU_QUERY:-}&tag=$tag$round" ${GPU_SECONDS:-200} bench-$tag$round
+    flags=$chosen; [ $tag = flags ] && flags="$chosen $GPU_FLAGS"
+    page "$flags" "bench/gpu.html?${GPU_QUERY:-}&tag=$tag$round" ${GPU_SECONDS:-200} bench-$tag$round
   done
 done
 kill $srv
