@@ -5,6 +5,7 @@
 //!   records operators into the IR a backend runs (`GraphDescription`).
 //! - [`ops`]: one file per operator family: options, validation, WGSL lowering, float64
 //!   reference, `opSupportLimits` entry.
+//! - [`plan`]: backend-independent planning: which operators are fused into one kernel.
 //! - [`backend`]: what a backend provides; the float64 reference backend that runs whole graphs
 //!   on the host (the independent check of the WebGPU backend).
 //! - [`runtime`]: the WebGPU backend: device setup, allocation, the queue, reads, tensors,
@@ -22,6 +23,7 @@ pub mod error;
 pub mod graph;
 pub mod memory;
 pub mod ops;
+pub mod plan;
 pub mod runtime;
 pub mod weights;
 

@@ -13,7 +13,7 @@ use crate::graph::{ConstantValue, GraphDescription, OperandDescriptor, OperandSo
 use crate::memory::budget::Evictable;
 use crate::memory::{EvictionPriority, Residency, SharedConstant};
 use crate::ops::wgsl::buffer_size;
-use crate::ops::fusion::{self, OpGroupKind};
+use crate::plan::fusion::{self, OpGroupKind};
 use crate::ops::{self, BufRef, LowerRequest, Lowering};
 use crate::runtime::dispatch::BindCache;
 use crate::runtime::allocation::Attempt;
