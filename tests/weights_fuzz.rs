@@ -9,7 +9,7 @@ use common::block_on;
 use common::weight_files::{safetensors, safetensors_raw, Gguf};
 use proptest::prelude::*;
 use webnn_wgpu::graph::DataType;
-use webnn_wgpu::weights::stream::convert_chunk;
+use webnn_wgpu::weights::convert::convert_chunk;
 use webnn_wgpu::weights::{BytesSource, Source, WeightFile};
 
 /// Opens `bytes`, checks the error kind or the accepted header's invariants, and converts every

@@ -59,9 +59,9 @@ pub(crate) struct ContextInner {
     pub pipelines: PipelineCache,
     pub memory: MemoryState,
     /// Bounds the weight-file writes queued but not yet on the GPU, across all streams.
-    pub write_fence: crate::weights::stream::WriteFence,
+    pub write_fence: crate::runtime::loader::WriteFence,
     /// The file streams running at once, and those waiting for a lane.
-    pub lanes: Rc<crate::weights::lanes::Lanes>,
+    pub lanes: Rc<crate::runtime::lanes::Lanes>,
     /// Copies and compute passes the next submission records before its own work (see
     /// [`PendingCopy`], [`PendingPass`]).
     pub(super) pending_copies: RefCell<Vec<PendingCopy>>,
@@ -82,7 +82,7 @@ pub(crate) struct ContextInner {
     /// Allocations waiting for the GPU's verdict, and what waits for none to be left.
     pub(super) unconfirmed: BusyCount,
     /// `constantTensor(name, {wait: false})` calls whose stream is not queued yet: a batch of
-    /// queued streams waits for them to join it, and the lanes split them (see `weights::lanes`).
+    /// queued streams waits for them to join it, and the lanes split them (see `runtime::lanes`).
     pub(super) queuing_streams: BusyCount,
 }
 

@@ -6,6 +6,8 @@ pub mod buffer;
 pub mod context;
 pub mod dispatch;
 pub mod graph;
+pub mod lanes;
+pub mod loader;
 pub mod oneshot;
 pub mod pipeline;
 pub mod queue;

@@ -38,7 +38,7 @@ pub(crate) enum DeferredOp {
     Await(Pin<Box<dyn Future<Output = Result<()>>>>),
     Run(Box<dyn FnOnce() -> Result<()>>),
     /// A stream into a constant's own buffer: streams queued one after the other run together
-    /// (their file reads share the context's lanes, see `weights::lanes`), as nothing else can
+    /// (their file reads share the context's lanes, see `runtime::lanes`), as nothing else can
     /// use those buffers before all of them are done.
     Stream(LocalFuture<'static, Result<()>>),
 }

@@ -7,21 +7,22 @@
 //!   `Blob`).
 //! - [`safetensors`], [`gguf`]: header readers that validate everything before any allocation
 //!   sized by the file and never touch tensor data.
-//! - [`stream`]: per-chunk conversion and the upload to the GPU.
+//! - [`convert`]: per-chunk conversion to the WebNN type, and the load options.
+//!
+//! Streaming tensors to the GPU (`constantTensor`) is the runtime's: `runtime::loader`.
 //!
 //! Malformed files are `DataError`s, types this loader cannot convert are `TypeError`s; every
 //! message names the file, the tensor (when there is one) and the problem.
 
+pub mod convert;
 pub mod gguf;
-pub mod lanes;
 pub mod safetensors;
 pub mod source;
-pub mod stream;
 
 pub use source::{BytesSource, FileSource, LocalFuture, RangeReader, Source};
 #[cfg(target_arch = "wasm32")]
 pub use source::BlobSource;
-pub use stream::{LoadOptions, StreamStats};
+pub use convert::{LoadOptions, StreamStats};
 
 use crate::error::{Error, Result};
 use crate::graph::DataType;
