@@ -696,10 +696,10 @@ fn a_float16_staging_buffer_the_gpu_cannot_allocate_fails_the_stream() {
     let (weights, constant) = block_on(file.pending_constant_tensor(&ctx, &source, "h", &options)).unwrap();
     // The stream's first allocation is the float16 staging buffer.
     ctx.fail_next_allocations(1);
-    let e = block_on(constant.stream(&ctx, &mut |_, _| {})).unwrap_err();
+    let e = block_on(constant.stream(&mut |_, _| {})).unwrap_err();
     ctx.fail_next_allocations(0);
     assert_eq!(e.name(), "UnknownError", "{e}");
-    block_on(constant.stream(&ctx, &mut |_, _| {})).unwrap();
+    block_on(constant.stream(&mut |_, _| {})).unwrap();
     let want: Vec<u8> = h.iter().flat_map(|v| v.to_f32().to_le_bytes()).collect();
     assert_eq!(read_back(&ctx, &weights), want);
 }

@@ -11,14 +11,14 @@ use std::rc::Rc;
 
 use crate::error::{Error, Result};
 use crate::memory::HostBytes;
-use crate::runtime::{Context, DeviceBuffer};
+use crate::memory::{Allocator, DeviceBuffer};
 
 /// Streams a weight file's tensor (source, tensor info, WebNN type) into a GPU buffer again;
-/// resolves to the bytes read from the file.
+/// resolves to the bytes read from the file. The loader's implementation holds a weak handle to
+/// its context, so residency needs no device type.
 pub trait Restream {
     fn restream<'a>(
         &'a self,
-        context: &'a Context,
         buffer: &'a wgpu::Buffer,
         progress: &'a mut dyn FnMut(u64, u64),
     ) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>>;
@@ -131,17 +131,17 @@ impl SharedConstant {
 
     /// Allocates the device buffer if not resident and uploads the host copy; a file-backed
     /// constant is left for [`stream`](Self::stream). Returns the bytes uploaded.
-    pub fn make_resident(&self, context: &Context) -> Result<u64> {
+    pub fn make_resident(&self, allocator: &dyn Allocator) -> Result<u64> {
         if self.is_resident() {
             return Ok(0);
         }
-        let buffer = match context.buffers().reuse(self.buffer_size) {
+        let buffer = match allocator.buffers().reuse(self.buffer_size) {
             Some(buffer) => buffer,
-            None => context.create_buffer_unchecked(self.buffer_size, "constant"),
+            None => allocator.create_buffer_unchecked(self.buffer_size, "constant"),
         };
         let uploaded = match &self.backing {
             Backing::Host(host) => {
-                host.upload(context.queue(), &buffer.buffer);
+                host.upload(allocator.queue(), &buffer.buffer);
                 host.len()
             }
             Backing::File(_) => {
@@ -156,7 +156,7 @@ impl SharedConstant {
     /// Streams a file-backed constant's bytes into its new device buffer, calling
     /// `progress(loaded, total)` after each chunk; returns the bytes read from the file (0 when
     /// nothing was pending).
-    pub async fn stream(&self, context: &Context, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
+    pub async fn stream(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
         let (Backing::File(file), true) = (&self.backing, self.stale.get()) else { return Ok(0) };
         // Held across the await: an eviction meanwhile drops only the constant's reference.
         let buffer = self
@@ -164,7 +164,7 @@ impl SharedConstant {
             .borrow()
             .clone()
             .ok_or_else(|| Error::InvalidState("the constant left the GPU before it was streamed".into()))?;
-        let read = file.restream(context, &buffer.buffer, progress).await?;
+        let read = file.restream(&buffer.buffer, progress).await?;
         if self.device.borrow().as_ref().is_some_and(|b| Rc::ptr_eq(b, &buffer)) {
             self.stale.set(false);
         }
@@ -172,8 +172,8 @@ impl SharedConstant {
     }
 
     /// A graph using this constant became resident.
-    pub fn acquire(&self, context: &Context) -> Result<u64> {
-        let uploaded = self.make_resident(context)?;
+    pub fn acquire(&self, allocator: &dyn Allocator) -> Result<u64> {
+        let uploaded = self.make_resident(allocator)?;
         self.resident_users.set(self.resident_users.get() + 1);
         Ok(uploaded)
     }

@@ -1,18 +1,30 @@
 //! Device memory primitives: host copies of constants, constants shared by several graphs with
 //! their residency, the context-wide pool of intermediate buffers, and the memory budget with
-//! least-recently-used eviction of graphs.
+//! least-recently-used eviction of graphs, and device buffers with exact accounting. The device
+//! itself is behind [`Allocator`], which the WebGPU context implements.
 
+pub mod buffer;
 pub mod budget;
 pub mod constant;
 pub mod host;
 pub mod host_cache;
 pub mod pool;
 
+pub use buffer::{BufferRegistry, DeviceBuffer};
 pub use budget::{MemoryInfo, MemoryState};
 pub use constant::{Restream, SharedConstant};
 pub use host::HostBytes;
 pub use host_cache::HostCache;
 pub use pool::IntermediatePool;
+
+/// What residency needs from a device: its buffer registry (freed buffers to reuse), buffers
+/// created without waiting for the allocation's verdict (the caller holds the error scope), and
+/// the queue that uploads host copies.
+pub trait Allocator {
+    fn buffers(&self) -> &BufferRegistry;
+    fn create_buffer_unchecked(&self, size: u64, label: &str) -> DeviceBuffer;
+    fn queue(&self) -> &wgpu::Queue;
+}
 
 /// Where a graph's constants are (`MLGraph.residency`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use crate::runtime::{Context, DeviceBuffer};
+use crate::memory::{Allocator, DeviceBuffer};
 
 #[derive(Default)]
 pub struct IntermediatePool {
@@ -35,14 +35,14 @@ impl IntermediatePool {
     }
 
     /// Makes slots `0..sizes.len()` at least as large as `sizes`.
-    pub fn ensure(&self, context: &Context, sizes: &[u64]) {
+    pub fn ensure(&self, allocator: &dyn Allocator, sizes: &[u64]) {
         let mut slots = self.slots.borrow_mut();
         if slots.len() < sizes.len() {
             slots.resize(sizes.len(), None);
         }
         for (slot, &size) in slots.iter_mut().zip(sizes) {
             if slot.as_ref().map(|b| b.size < size).unwrap_or(true) {
-                *slot = Some(Rc::new(context.create_buffer_unchecked(size, "intermediate")));
+                *slot = Some(Rc::new(allocator.create_buffer_unchecked(size, "intermediate")));
                 self.generation.set(self.generation.get() + 1);
             }
         }

@@ -6,7 +6,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::error::{Error, Result};
-use crate::runtime::buffer::DeviceBuffer;
+use crate::memory::buffer::DeviceBuffer;
+use crate::memory::{Allocator, BufferRegistry};
 use crate::runtime::context::Context;
 
 impl Context {
@@ -228,5 +229,19 @@ impl Unconfirmed {
 impl Drop for Unconfirmed {
     fn drop(&mut self) {
         self.0.inner.unconfirmed.leave();
+    }
+}
+
+impl Allocator for Context {
+    fn buffers(&self) -> &BufferRegistry {
+        Context::buffers(self)
+    }
+
+    fn create_buffer_unchecked(&self, size: u64, label: &str) -> DeviceBuffer {
+        Context::create_buffer_unchecked(self, size, label)
+    }
+
+    fn queue(&self) -> &wgpu::Queue {
+        Context::queue(self)
     }
 }

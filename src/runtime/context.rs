@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 use crate::graph::OperandDescriptor;
 use crate::memory::{MemoryInfo, MemoryState};
-use crate::runtime::buffer::BufferRegistry;
+use crate::memory::buffer::BufferRegistry;
 use crate::runtime::oneshot::Signal;
 use crate::runtime::pipeline::PipelineCache;
 use crate::runtime::queue::{Deferred, PendingCopy, PendingPass, BusyCount};
@@ -106,6 +106,15 @@ const ALLOCATION_HEADROOM: u64 = 64 * 1024;
 pub struct Context {
     pub(crate) inner: Rc<ContextInner>,
 }
+/// See [`Context::downgrade`].
+pub(crate) struct WeakContext(std::rc::Weak<ContextInner>);
+
+impl WeakContext {
+    pub(crate) fn upgrade(&self) -> Option<Context> {
+        self.0.upgrade().map(|inner| Context { inner })
+    }
+}
+
 impl Context {
     /// `ML.createContext(options)`: requests an adapter and a device with the adapter's limits
     /// and its `shader-f16` and subgroup features when present.
@@ -196,6 +205,11 @@ impl Context {
                 queuing_streams: BusyCount::default(),
             }),
         }
+    }
+
+    /// A handle that does not keep the context alive (for what the context itself holds).
+    pub(crate) fn downgrade(&self) -> WeakContext {
+        WeakContext(Rc::downgrade(&self.inner))
     }
 
     pub fn same(&self, other: &Context) -> bool {

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use crate::error::{Error, Result};
 use crate::graph::OperandDescriptor;
 use crate::runtime::allocation::Attempt;
-use crate::runtime::buffer::DeviceBuffer;
+use crate::memory::buffer::DeviceBuffer;
 use crate::runtime::context::Context;
 use crate::runtime::graph::{out_of_memory_unknown, Graph, Slot, Step};
 use crate::runtime::queue::DeferredOp;

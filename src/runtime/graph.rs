@@ -451,7 +451,7 @@ impl Graph {
     /// Streams the file-backed constants that [`swap_in_now`](Self::swap_in_now) allocated.
     pub(super) async fn stream_constants(&self) -> Result<()> {
         for constant in &self.inner.constants {
-            constant.stream(&self.inner.context, &mut |_, _| {}).await?;
+            constant.stream(&mut |_, _| {}).await?;
         }
         Ok(())
     }

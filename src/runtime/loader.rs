@@ -24,6 +24,7 @@ use crate::memory::{Restream, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::memory::host_cache::HostCopy;
 use crate::runtime::queue::{PendingCopy, PendingPass};
+use crate::runtime::context::WeakContext;
 use crate::runtime::{Context, Tensor, TensorDescriptor};
 use crate::runtime::lanes::{Lane, Span};
 use crate::weights::convert::{convert_chunk, LoadOptions, StreamStats};
@@ -95,7 +96,7 @@ impl WeightFile {
         let info = self.tensor(name)?;
         let descriptor = self.descriptor(context, info, options)?;
         let size = buffer_size(&descriptor);
-        let file = FileTensor::new(source, info, &descriptor, options);
+        let file = FileTensor::new(context, source, info, &descriptor, options);
         // The buffer is created once a lane takes the tensor, so that the GPU process allocates
         // the buffers of tensors asked for together in the order they fill.
         let lane = file.lane(context).await;
@@ -133,7 +134,7 @@ impl WeightFile {
         let size = buffer_size(&descriptor);
         context.make_room(0, &|| size)?;
         let buffer = context.create_buffer(size, "weight").await?;
-        let file = FileTensor::new(source, info, &descriptor, options);
+        let file = FileTensor::new(context, source, info, &descriptor, options);
         let constant = Rc::new(SharedConstant::new_pending(size, buffer, file));
         let descriptor = TensorDescriptor { operand: descriptor, readable: false, writable: false };
         Ok((Tensor::new_constant(context, descriptor, constant.clone()), constant))
@@ -143,6 +144,8 @@ impl WeightFile {
 /// What a file-backed constant needs to stream its bytes again: the source, the tensor's
 /// header entry and the WebNN type it was converted to.
 struct FileTensor<S> {
+    /// Weak: the context holds its constants, which hold this.
+    context: WeakContext,
     source: Rc<S>,
     info: TensorInfo,
     target: DataType,
@@ -153,8 +156,15 @@ struct FileTensor<S> {
 
 impl<S: Source + 'static> FileTensor<S> {
     /// What a file-backed constant needs to stream its bytes again.
-    fn new(source: &Rc<S>, info: &TensorInfo, descriptor: &OperandDescriptor, options: &LoadOptions) -> Rc<Self> {
+    fn new(
+        context: &Context,
+        source: &Rc<S>,
+        info: &TensorInfo,
+        descriptor: &OperandDescriptor,
+        options: &LoadOptions,
+    ) -> Rc<Self> {
         Rc::new(FileTensor {
+            context: context.downgrade(),
             source: source.clone(),
             info: info.clone(),
             target: descriptor.data_type,
@@ -234,11 +244,13 @@ impl<S: Source + 'static> FileTensor<S> {
 impl<S: Source + 'static> Restream for FileTensor<S> {
     fn restream<'a>(
         &'a self,
-        context: &'a Context,
         buffer: &'a wgpu::Buffer,
         progress: &'a mut dyn FnMut(u64, u64),
     ) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>> {
-        Box::pin(async move { Ok(self.stream_into(context, buffer, progress, None).await?.bytes_read) })
+        Box::pin(async move {
+            let context = self.context.upgrade().ok_or_else(|| Error::InvalidState("the MLContext is gone".into()))?;
+            Ok(self.stream_into(&context, buffer, progress, None).await?.bytes_read)
+        })
     }
 
     fn host_copy_bytes(&self) -> Option<u64> {

@@ -2,7 +2,6 @@
 //! pipeline cache, tensors, and compiled graphs with their execution plans.
 
 pub mod allocation;
-pub mod buffer;
 pub mod context;
 pub mod dispatch;
 pub mod graph;
@@ -14,7 +13,7 @@ pub mod queue;
 pub mod read;
 pub mod tensor;
 
-pub use buffer::{BufferRegistry, DeviceBuffer};
+pub use crate::memory::buffer::{BufferRegistry, DeviceBuffer};
 pub use context::{Context, ContextOptions, PowerPreference};
 pub use graph::Graph;
 pub use tensor::{Tensor, TensorDescriptor};

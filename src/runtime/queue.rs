@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 
 use crate::error::{Error, Result};
-use crate::runtime::buffer::DeviceBuffer;
+use crate::memory::buffer::DeviceBuffer;
 use crate::runtime::context::Context;
 use crate::runtime::oneshot;
 use crate::weights::LocalFuture;
@@ -136,9 +136,8 @@ impl Context {
         constant: Rc<crate::memory::SharedConstant>,
         mut progress: Box<dyn FnMut(u64, u64)>,
     ) {
-        let context = self.clone();
         self.defer(DeferredOp::Stream(Box::pin(async move {
-            constant.stream(&context, &mut *progress).await.map(|_| ())
+            constant.stream(&mut *progress).await.map(|_| ())
         })));
     }
 

@@ -8,7 +8,7 @@ use crate::graph::OperandDescriptor;
 use crate::memory::{HostBytes, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::runtime::queue::DeferredOp;
-use crate::runtime::buffer::DeviceBuffer;
+use crate::memory::buffer::DeviceBuffer;
 use crate::runtime::context::Context;
 
 /// `MLTensorDescriptor`.
