@@ -248,6 +248,7 @@ enum Constants<'w> {
 
 /// A graph builder with the model's building blocks.
 struct G<'w> {
+    ctx: Context,
     b: GraphBuilder,
     weights: Constants<'w>,
 }
@@ -258,7 +259,7 @@ fn f32s(shape: &[u32]) -> OperandDescriptor {
 
 impl<'w> G<'w> {
     fn new(ctx: &Context, weights: Constants<'w>) -> Result<G<'w>> {
-        Ok(G { b: GraphBuilder::new(ctx)?, weights })
+        Ok(G { ctx: ctx.clone(), b: GraphBuilder::new(ctx)?, weights })
     }
     fn input(&mut self, name: &str, shape: &[u32]) -> Result<Operand> {
         self.b.input(name, f32s(shape))
@@ -266,7 +267,7 @@ impl<'w> G<'w> {
     fn weight(&mut self, name: &str) -> Result<Operand> {
         match self.weights {
             Constants::File(w) => {
-                let t = w.tensor(self.b.context(), name)?;
+                let t = w.tensor(&self.ctx, name)?;
                 self.b.constant_tensor(&t)
             }
             Constants::Reread(w) => w.read(name, |shape, bytes| self.b.constant(f32s(shape), bytes)),

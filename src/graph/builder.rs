@@ -1,6 +1,10 @@
 //! `MLGraphBuilder`'s core: records inputs, constants and operators after validating each one with
-//! the spec's steps, and hands the reachable part of the graph to the runtime on `build()`.
+//! the spec's steps, and hands the reachable part of the graph (the IR, [`GraphDescription`]) to a
+//! backend on `build()` (the WebGPU backend's `build` is in `runtime::graph`). What it needs of
+//! its context and of constant tensors is behind [`BuilderContext`] and [`ConstantTensor`].
 
+use std::any::Any;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashSet};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,7 +14,6 @@ use crate::graph::operand::{DataType, Number, OperandDescriptor};
 use crate::memory::{HostBytes, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::ops::{self, Op};
-use crate::runtime::{Context, Graph, Tensor};
 
 static NEXT_BUILDER_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -21,13 +24,32 @@ pub struct Operand {
     pub(crate) index: usize,
 }
 
+/// What the builder needs from the context it builds for (`runtime::Context` implements it).
+pub trait BuilderContext: Any {
+    fn is_lost(&self) -> bool;
+    /// `TypeError` when a tensor of `descriptor` is over `maxTensorByteLength`.
+    fn check_tensor_byte_length(&self, descriptor: &OperandDescriptor) -> Result<()>;
+    /// The counter that host copies of constants add to (`memoryInfo().hostBytes`).
+    fn host_byte_counter(&self) -> &Rc<Cell<u64>>;
+}
+
+/// A constant `MLTensor`, as the builder checks it and a graph holds it.
+pub trait ConstantTensor {
+    fn belongs_to(&self, context: &dyn BuilderContext) -> bool;
+    fn descriptor(&self) -> &OperandDescriptor;
+    fn is_constant(&self) -> bool;
+    fn is_destroyed(&self) -> bool;
+    /// Its bytes, shared with the graphs that use it (`None` once destroyed).
+    fn shared_constant(&self) -> Option<Rc<SharedConstant>>;
+}
+
 /// The value of a constant operand.
 #[derive(Clone)]
 pub enum ConstantValue {
     /// Bytes copied from the caller's buffer at `constant()` time, held as a host copy.
     Bytes(Rc<SharedConstant>),
     /// A constant `MLTensor`, whose bytes the graph shares.
-    Tensor(Tensor),
+    Tensor(Rc<dyn ConstantTensor>),
 }
 
 /// Where an operand's value comes from.
@@ -64,7 +86,7 @@ pub struct GraphDescription {
 /// `MLGraphBuilder`.
 pub struct GraphBuilder {
     id: u64,
-    context: Context,
+    context: Rc<dyn BuilderContext>,
     descriptors: Vec<OperandDescriptor>,
     sources: Vec<OperandSource>,
     operators: Vec<Operator>,
@@ -74,13 +96,13 @@ pub struct GraphBuilder {
 
 impl GraphBuilder {
     /// The spec's constructor: fails with `InvalidStateError` on a lost context.
-    pub fn new(context: &Context) -> Result<GraphBuilder> {
+    pub fn new<C: BuilderContext + Clone>(context: &C) -> Result<GraphBuilder> {
         if context.is_lost() {
             return Err(Error::InvalidState("the MLContext is lost".into()));
         }
         Ok(GraphBuilder {
             id: NEXT_BUILDER_ID.fetch_add(1, Ordering::Relaxed),
-            context: context.clone(),
+            context: Rc::new(context.clone()),
             descriptors: Vec::new(),
             sources: Vec::new(),
             operators: Vec::new(),
@@ -89,8 +111,8 @@ impl GraphBuilder {
         })
     }
 
-    pub fn context(&self) -> &Context {
-        &self.context
+    pub fn context(&self) -> &dyn BuilderContext {
+        &*self.context
     }
 
     /// The descriptor of one of this builder's operands.
@@ -185,8 +207,8 @@ impl GraphBuilder {
     }
 
     /// `constant(tensor)`: a constant `MLTensor` of the same context.
-    pub fn constant_tensor(&mut self, tensor: &Tensor) -> Result<Operand> {
-        if !tensor.context().same(&self.context) {
+    pub fn constant_tensor<T: ConstantTensor + Clone + 'static>(&mut self, tensor: &T) -> Result<Operand> {
+        if !tensor.belongs_to(&*self.context) {
             return Err(Error::Type("the MLTensor belongs to another MLContext".into()));
         }
         if tensor.is_destroyed() {
@@ -197,7 +219,7 @@ impl GraphBuilder {
         }
         self.check_can_build()?;
         let descriptor = tensor.descriptor().clone();
-        Ok(self.push(descriptor, OperandSource::Constant(ConstantValue::Tensor(tensor.clone()))))
+        Ok(self.push(descriptor, OperandSource::Constant(ConstantValue::Tensor(Rc::new(tensor.clone())))))
     }
 
     /// Validates and records an operator; returns its output operands.
@@ -295,12 +317,6 @@ impl GraphBuilder {
         let sources = std::mem::take(&mut self.sources);
         self.operators.clear();
         Ok(GraphDescription { descriptors: self.descriptors.clone(), sources, operators, inputs, outputs: named })
-    }
-
-    /// `build(outputs)`: validates synchronously, then compiles on the device.
-    pub async fn build(&mut self, outputs: &[(String, Operand)]) -> Result<Graph> {
-        let description = self.prepare_build(outputs)?;
-        Graph::compile(&self.context, description).await
     }
 }
 

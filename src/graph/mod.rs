@@ -4,5 +4,5 @@
 pub mod builder;
 pub mod operand;
 
-pub use builder::{ConstantValue, GraphBuilder, GraphDescription, Operand, OperandSource, Operator};
+pub use builder::{BuilderContext, ConstantTensor, ConstantValue, GraphBuilder, GraphDescription, Operand, OperandSource, Operator};
 pub use operand::{DataType, Number, OperandDescriptor};

@@ -350,3 +350,17 @@ impl Context {
         id
     }
 }
+
+impl crate::graph::BuilderContext for Context {
+    fn is_lost(&self) -> bool {
+        Context::is_lost(self)
+    }
+
+    fn check_tensor_byte_length(&self, descriptor: &OperandDescriptor) -> Result<()> {
+        Context::check_tensor_byte_length(self, descriptor)
+    }
+
+    fn host_byte_counter(&self) -> &Rc<Cell<u64>> {
+        Context::host_byte_counter(self)
+    }
+}

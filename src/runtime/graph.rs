@@ -9,7 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use crate::error::{Error, Result};
-use crate::graph::{ConstantValue, GraphDescription, OperandDescriptor, OperandSource};
+use crate::graph::{ConstantValue, GraphBuilder, GraphDescription, Operand, OperandDescriptor, OperandSource};
 use crate::memory::budget::Evictable;
 use crate::memory::{EvictionPriority, Residency, SharedConstant};
 use crate::ops::wgsl::buffer_size;
@@ -72,6 +72,18 @@ enum Value {
 enum PlannedStep {
     Kernel { pipeline: Rc<Pipeline>, values: Vec<usize>, grid: [u32; 2] },
     Copy { from: usize, to: usize, size: u64 },
+}
+
+impl GraphBuilder {
+    /// `build(outputs)`: validates synchronously, then compiles on the builder's WebGPU context.
+    pub async fn build(&mut self, outputs: &[(String, Operand)]) -> Result<Graph> {
+        let description = self.prepare_build(outputs)?;
+        let context: &dyn std::any::Any = self.context();
+        let context = context
+            .downcast_ref::<Context>()
+            .ok_or_else(|| Error::NotSupported("the builder's context is not a WebGPU context".into()))?;
+        Graph::compile(context, description).await
+    }
 }
 
 impl Graph {

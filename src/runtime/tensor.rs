@@ -210,3 +210,26 @@ pub fn check_byte_length(descriptor: &OperandDescriptor, len: usize) -> Result<(
     }
     Ok(())
 }
+
+impl crate::graph::ConstantTensor for Tensor {
+    fn belongs_to(&self, context: &dyn crate::graph::BuilderContext) -> bool {
+        let context: &dyn std::any::Any = context;
+        context.downcast_ref::<Context>().is_some_and(|c| c.same(self.context()))
+    }
+
+    fn descriptor(&self) -> &OperandDescriptor {
+        Tensor::descriptor(self)
+    }
+
+    fn is_constant(&self) -> bool {
+        Tensor::is_constant(self)
+    }
+
+    fn is_destroyed(&self) -> bool {
+        Tensor::is_destroyed(self)
+    }
+
+    fn shared_constant(&self) -> Option<Rc<SharedConstant>> {
+        Tensor::shared_constant(self)
+    }
+}
