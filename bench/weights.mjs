@@ -5,7 +5,7 @@
 // repetitions of each repetition's ratio, which compares runs made under the same load):
 //   ours      openWeights(handle) + constantTensor() per tensor, each awaited (the extension)
 //   ours-all  the same, every constantTensor() call made at once and awaited with Promise.all:
-//             the loader streams two tensors at a time (see src/runtime/lanes.rs)
+//             the loader streams two tensors at a time (see src/backend/webgpu/lanes.rs)
 //   slices    plain JS: blob.slice() of 8 MiB chunks, .arrayBuffer(), GPUQueue.writeBuffer
 //   stream    plain JS: blob.stream() chunks coalesced into one reused 8 MiB buffer, writeBuffer
 //   byob      plain JS: blob.stream() with a BYOB reader filling one reused 8 MiB buffer

@@ -11,7 +11,7 @@ use webnn_wgpu::graph::{DataType, GraphBuilder, OperandDescriptor};
 use webnn_wgpu::memory::Residency;
 use webnn_wgpu::ops::elementwise_binary::BinaryOp;
 use webnn_wgpu::ops::Op;
-use webnn_wgpu::runtime::{Context, ContextOptions, Graph, TensorDescriptor};
+use webnn_wgpu::backend::webgpu::{Context, ContextOptions, Graph, TensorDescriptor};
 
 const MIB: u64 = 1 << 20;
 /// Constants are split into 16 MiB tensors so any adapter can bind them.
@@ -103,7 +103,7 @@ fn memory(ctx: &Context) {
 
 /// Seconds per dispatch of `graph`: `reps` dispatches queued back to back, then one wait, so
 /// submission latency is amortised (median of 3 such runs, after a warm-up).
-fn time_dispatch(ctx: &Context, graph: &Graph, inputs: &[(String, webnn_wgpu::runtime::Tensor)], outputs: &[(String, webnn_wgpu::runtime::Tensor)], reps: usize) -> f64 {
+fn time_dispatch(ctx: &Context, graph: &Graph, inputs: &[(String, webnn_wgpu::backend::webgpu::Tensor)], outputs: &[(String, webnn_wgpu::backend::webgpu::Tensor)], reps: usize) -> f64 {
     ctx.dispatch(graph, inputs, outputs).unwrap();
     pollster::block_on(ctx.flush()).unwrap();
     median(
@@ -124,7 +124,7 @@ fn time_dispatch(ctx: &Context, graph: &Graph, inputs: &[(String, webnn_wgpu::ru
 /// `transposed` the weight is stored [n,k] and multiplied through gemm's bTranspose.
 fn matmul_seconds(ctx: &Context, m: u32, k: u32, n: u32, transposed: bool, reps: usize) -> f64 {
     use webnn_wgpu::ops::matmul::GemmOptions;
-    use webnn_wgpu::runtime::TensorDescriptor;
+    use webnn_wgpu::backend::webgpu::TensorDescriptor;
     let a = OperandDescriptor::new(DataType::Float32, vec![m, k]);
     let w: Vec<u8> = (0..k as u64 * n as u64).flat_map(|i| (((i % 17) as f32 - 8.0) / 64.0).to_le_bytes()).collect();
     let mut b = GraphBuilder::new(ctx).unwrap();

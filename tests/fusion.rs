@@ -17,7 +17,7 @@ use webnn_wgpu::ops::normalization::LayerNormalizationOptions;
 use webnn_wgpu::ops::reduce::{ReduceOp, ReduceOptions};
 use webnn_wgpu::ops::reference::round_to;
 use webnn_wgpu::ops::{HostTensor, Op};
-use webnn_wgpu::runtime::{Context, Tensor, TensorDescriptor};
+use webnn_wgpu::backend::webgpu::{Context, Tensor, TensorDescriptor};
 
 /// A graph: operands 0..inputs.len() are the inputs (or constants), then one per operator.
 struct Case {

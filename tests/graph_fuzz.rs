@@ -30,7 +30,7 @@ use webnn_wgpu::ops::pool2d::{Pool2dOptions, PoolKind, RoundingType};
 use webnn_wgpu::ops::reduce::{ReduceOp, ReduceOptions};
 use webnn_wgpu::ops::slice::SliceOptions;
 use webnn_wgpu::ops::{self, HostTensor, Op};
-use webnn_wgpu::runtime::{Context, Tensor, TensorDescriptor};
+use webnn_wgpu::backend::webgpu::{Context, Tensor, TensorDescriptor};
 use webnn_wgpu::Operand;
 
 /// A graph input: a data type selector, a shape (a 0 is an invalid dimension), and whether it is

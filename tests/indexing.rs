@@ -11,7 +11,7 @@ use common::moved::*;
 use common::*;
 use webnn_wgpu::graph::{DataType, OperandDescriptor};
 use webnn_wgpu::ops::{HostTensor, Op};
-use webnn_wgpu::runtime::Context;
+use webnn_wgpu::backend::webgpu::Context;
 
 /// Random index values for a dimension of size `n`: mostly in range, some negative, some out of
 /// range both ways, and the extremes of the type.

@@ -226,7 +226,7 @@ fn support_limits_list_64_bit_types_where_they_work() {
 #[test]
 fn bigint_scalar_constant_is_exact() {
     use webnn_wgpu::graph::GraphBuilder;
-    use webnn_wgpu::runtime::TensorDescriptor;
+    use webnn_wgpu::backend::webgpu::TensorDescriptor;
     let ctx = context();
     for (t, value) in [(DataType::Int64, -(1i128 << 53) - 1), (DataType::Uint64, u64::MAX as i128 - 2)] {
         let got = block_on(async {

@@ -9,7 +9,7 @@ use webnn_wgpu::memory::{EvictionPriority, Residency};
 use webnn_wgpu::ops::elementwise_binary::BinaryOp;
 use webnn_wgpu::ops::elementwise_unary::UnaryOp;
 use webnn_wgpu::ops::{HostTensor, Op};
-use webnn_wgpu::runtime::{Context, ContextOptions, Graph, Tensor, TensorDescriptor};
+use webnn_wgpu::backend::webgpu::{Context, ContextOptions, Graph, Tensor, TensorDescriptor};
 use webnn_wgpu::Error;
 
 /// A graph `y = exp(transpose(x * w1 + w2)) * w3` over `n` float32 values with three constants,

@@ -7,7 +7,7 @@ mod common;
 mod stages;
 
 use common::block_on;
-use webnn_wgpu::runtime::{Context, ContextOptions};
+use webnn_wgpu::backend::webgpu::{Context, ContextOptions};
 
 #[test]
 fn pipeline_under_budget_peaks_at_largest_stage() {

@@ -8,7 +8,7 @@ use common::*;
 use webnn_wgpu::graph::{DataType, OperandDescriptor};
 use webnn_wgpu::ops::reduce::{ReduceOp, ReduceOptions};
 use webnn_wgpu::ops::{self, HostTensor, Op};
-use webnn_wgpu::runtime::Context;
+use webnn_wgpu::backend::webgpu::Context;
 use webnn_wgpu::Error;
 
 /// (shape, axes, keepDimensions).

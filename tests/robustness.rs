@@ -16,7 +16,7 @@ use webnn_wgpu::memory::Residency;
 use webnn_wgpu::ops::elementwise_binary::BinaryOp;
 use webnn_wgpu::ops::elementwise_unary::UnaryOp;
 use webnn_wgpu::ops::Op;
-use webnn_wgpu::runtime::{Context, ContextOptions, Graph, Tensor, TensorDescriptor};
+use webnn_wgpu::backend::webgpu::{Context, ContextOptions, Graph, Tensor, TensorDescriptor};
 
 fn env(name: &str, default: u32) -> u32 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -146,8 +146,8 @@ fn tensors_larger_than_the_device_allows_are_type_errors() {
 /// just past 2^32, which a 32-bit `usize` (wasm32) cannot hold.
 #[test]
 fn shapes_whose_sizes_overflow_are_type_errors() {
-    use webnn_wgpu::graph::operand::strides;
-    use webnn_wgpu::runtime::tensor::check_byte_length;
+    use webnn_wgpu::operand::strides;
+    use webnn_wgpu::backend::webgpu::tensor::check_byte_length;
     let ctx = context();
     let huge = OperandDescriptor::new(DataType::Float32, vec![u32::MAX; 8]);
     assert_eq!(huge.element_count(), u64::MAX);

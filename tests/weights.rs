@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use half::f16;
 use webnn_wgpu::graph::DataType;
-use webnn_wgpu::runtime::{Context, Tensor};
+use webnn_wgpu::backend::webgpu::{Context, Tensor};
 use webnn_wgpu::weights::{BytesSource, LoadOptions, StoredType, WeightFile};
 use webnn_wgpu::Error;
 
@@ -415,7 +415,7 @@ fn a_streamed_constant_goes_to_the_disk_tier_and_streams_back_bit_identical() {
     use webnn_wgpu::memory::Residency;
     use webnn_wgpu::ops::elementwise_binary::BinaryOp;
     use webnn_wgpu::ops::Op;
-    use webnn_wgpu::runtime::TensorDescriptor;
+    use webnn_wgpu::backend::webgpu::TensorDescriptor;
 
     let ctx = context();
     let mut rng = Rng::new(11);
@@ -471,7 +471,7 @@ fn float16_widened_on_the_gpu_comes_back_from_the_disk_tier_bit_identical() {
     use webnn_wgpu::memory::Residency;
     use webnn_wgpu::ops::elementwise_binary::BinaryOp;
     use webnn_wgpu::ops::Op;
-    use webnn_wgpu::runtime::TensorDescriptor;
+    use webnn_wgpu::backend::webgpu::TensorDescriptor;
 
     let ctx = context();
     let mut rng = Rng::new(12);
@@ -517,7 +517,7 @@ fn a_graph_evicted_while_its_widening_waits_does_not_spoil_the_next_submission()
     use webnn_wgpu::memory::Residency;
     use webnn_wgpu::ops::elementwise_binary::BinaryOp;
     use webnn_wgpu::ops::Op;
-    use webnn_wgpu::runtime::{ContextOptions, TensorDescriptor};
+    use webnn_wgpu::backend::webgpu::{ContextOptions, TensorDescriptor};
 
     let n = 1000u32;
     let bytes = 4 * n as u64;
@@ -565,7 +565,7 @@ fn a_graph_evicted_while_its_widening_waits_does_not_spoil_the_next_submission()
 
 /// A graph `y = x + w` of a streamed constant, with its input and output tensors.
 struct AddGraph {
-    graph: webnn_wgpu::runtime::Graph,
+    graph: webnn_wgpu::backend::webgpu::Graph,
     x: Tensor,
     y: Tensor,
 }
@@ -575,7 +575,7 @@ impl AddGraph {
         use webnn_wgpu::graph::GraphBuilder;
         use webnn_wgpu::ops::elementwise_binary::BinaryOp;
         use webnn_wgpu::ops::Op;
-        use webnn_wgpu::runtime::TensorDescriptor;
+        use webnn_wgpu::backend::webgpu::TensorDescriptor;
         let (w, _) = block_on(file.constant_tensor(ctx, source, name, options, &mut |_, _| {})).unwrap();
         let d = w.descriptor().clone();
         let mut b = GraphBuilder::new(ctx).unwrap();
@@ -601,7 +601,7 @@ impl AddGraph {
 #[test]
 fn host_copies_bring_file_backed_graphs_back_without_reading_the_file() {
     use webnn_wgpu::memory::Residency;
-    use webnn_wgpu::runtime::ContextOptions;
+    use webnn_wgpu::backend::webgpu::ContextOptions;
 
     let n = 1001usize; // odd: float16 bytes end in half a word
     let mut rng = Rng::new(21);
@@ -661,7 +661,7 @@ fn host_copies_bring_file_backed_graphs_back_without_reading_the_file() {
 /// the constant streams straight to the GPU, keeps no copy, and computes the right values.
 #[test]
 fn a_host_copy_the_gpu_cannot_allocate_is_skipped() {
-    use webnn_wgpu::runtime::ContextOptions;
+    use webnn_wgpu::backend::webgpu::ContextOptions;
     let n = 1000usize;
     let w: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 100.0).collect();
     let (source, file) = open("copy.safetensors", safetensors(&[("w", "F32", vec![n as u64], le(&w, f32::to_le_bytes))]));
@@ -707,7 +707,7 @@ fn a_float16_staging_buffer_the_gpu_cannot_allocate_fails_the_stream() {
 #[test]
 fn the_memory_budget_evicts_to_host_copies_that_the_host_budget_evicts_to_disk() {
     use webnn_wgpu::memory::Residency;
-    use webnn_wgpu::runtime::ContextOptions;
+    use webnn_wgpu::backend::webgpu::ContextOptions;
 
     let n = 1000usize;
     let mut rng = Rng::new(22);
@@ -794,7 +794,7 @@ fn a_graph_builds_before_its_constants_are_streamed_and_its_dispatch_waits_for_t
     use webnn_wgpu::graph::{GraphBuilder, OperandDescriptor};
     use webnn_wgpu::ops::elementwise_binary::BinaryOp;
     use webnn_wgpu::ops::Op;
-    use webnn_wgpu::runtime::TensorDescriptor;
+    use webnn_wgpu::backend::webgpu::TensorDescriptor;
 
     let ctx = context();
     let w: Vec<f32> = (0..1000).map(|i| (i as f32).sin() * 100.0).collect();

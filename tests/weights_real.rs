@@ -13,7 +13,7 @@ use std::path::Path;
 use common::weight_files::read_back;
 use common::{block_on, context};
 use webnn_wgpu::graph::DataType;
-use webnn_wgpu::runtime::Context;
+use webnn_wgpu::backend::webgpu::Context;
 use webnn_wgpu::weights::{FileSource, LoadOptions, WeightFile};
 
 /// `tools/dump_weights.py`'s FORMAT: the JSON layout this test reads.

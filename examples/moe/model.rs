@@ -31,7 +31,7 @@ use webnn_wgpu::ops::elementwise_unary::UnaryOp;
 use webnn_wgpu::ops::matmul::GemmOptions;
 use webnn_wgpu::ops::reduce::{ReduceOp, ReduceOptions};
 use webnn_wgpu::ops::Op;
-use webnn_wgpu::runtime::{Context, ContextOptions, Graph, Tensor, TensorDescriptor};
+use webnn_wgpu::backend::webgpu::{Context, ContextOptions, Graph, Tensor, TensorDescriptor};
 use webnn_wgpu::weights::convert::convert_chunk;
 use webnn_wgpu::weights::{FileSource, LoadOptions, Source, WeightFile};
 use webnn_wgpu::{Error, Result};

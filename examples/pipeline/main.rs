@@ -4,7 +4,7 @@
 
 mod stages;
 
-use webnn_wgpu::runtime::{Context, ContextOptions};
+use webnn_wgpu::backend::webgpu::{Context, ContextOptions};
 
 const MIB: f64 = (1 << 20) as f64;
 

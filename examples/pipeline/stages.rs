@@ -7,7 +7,7 @@ use webnn_wgpu::ops::activation::Activation;
 use webnn_wgpu::ops::elementwise_binary::BinaryOp;
 use webnn_wgpu::ops::reduce::{ReduceOp, ReduceOptions};
 use webnn_wgpu::ops::Op;
-use webnn_wgpu::runtime::{Context, Graph, Tensor, TensorDescriptor};
+use webnn_wgpu::backend::webgpu::{Context, Graph, Tensor, TensorDescriptor};
 use webnn_wgpu::Result;
 
 pub const TOKENS: u32 = 77;

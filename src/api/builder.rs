@@ -10,7 +10,7 @@ use crate::api::{dictionary, to_js, JsResult};
 use crate::error::{Error, Result};
 use crate::graph::{DataType, GraphBuilder, Operand};
 use crate::memory::{EvictionPriority, HostBytes, Residency};
-use crate::runtime::{Context, Graph};
+use crate::backend::webgpu::{Context, Graph};
 
 #[wasm_bindgen]
 pub struct BuilderHandle {

@@ -11,11 +11,11 @@ use wasm_bindgen_futures::future_to_promise;
 use crate::api::builder::{BuilderHandle, GraphHandle};
 use crate::api::{dictionary, to_js, JsResult};
 use crate::error::{Error, Result};
-use crate::graph::operand::MAX_RANK;
+use crate::operand::MAX_RANK;
 use crate::graph::{DataType, GraphBuilder, OperandDescriptor};
 use crate::memory::HostBytes;
 use crate::ops::limits::{self, TensorLimits};
-use crate::runtime::{Context, Tensor, TensorDescriptor};
+use crate::backend::webgpu::{Context, Tensor, TensorDescriptor};
 
 /// The context's live tensor handles by tensor id, so that `dispatch()` can name its tensors
 /// by id (wasm-bindgen cannot borrow a list of Rust objects from JavaScript).

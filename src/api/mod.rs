@@ -19,7 +19,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
 use crate::error::Error;
-use crate::runtime::{Context, ContextOptions, PowerPreference};
+use crate::backend::webgpu::{Context, ContextOptions, PowerPreference};
 
 pub use builder::{BuilderHandle, GraphHandle};
 pub use context::{ContextHandle, TensorHandle};

@@ -11,7 +11,7 @@ use wasm_bindgen_futures::future_to_promise;
 use crate::api::context::{register, Tensors};
 use crate::api::{dictionary, to_js, JsResult};
 use crate::graph::DataType;
-use crate::runtime::Context;
+use crate::backend::webgpu::Context;
 use crate::weights::{BlobSource, LoadOptions, WeightFile};
 
 /// `context.openWeights(source, options)` after conversion: `file_handle` is the

@@ -12,3 +12,4 @@
 //! every conformance case through, and the starting point of a CPU backend.
 
 pub mod reference;
+pub mod webgpu;

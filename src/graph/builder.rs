@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
-use crate::graph::operand::{DataType, Number, OperandDescriptor};
+use crate::operand::{DataType, Number, OperandDescriptor};
 use crate::memory::{HostBytes, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::ops::{self, Op};

@@ -2,7 +2,6 @@
 //! description of a graph handed to the runtime by `build()`.
 
 pub mod builder;
-pub mod operand;
 
 pub use builder::{BuilderContext, ConstantTensor, ConstantValue, GraphBuilder, GraphDescription, Operand, OperandSource, Operator};
-pub use operand::{DataType, Number, OperandDescriptor};
+pub use crate::operand::{DataType, Number, OperandDescriptor};

@@ -6,8 +6,8 @@
 //! keep the relative error small, so the results stay within WPT's ULP budgets everywhere.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::broadcast_shapes;
-use crate::graph::{DataType, Number, OperandDescriptor};
+use crate::operand::broadcast_shapes;
+use crate::operand::{DataType, Number, OperandDescriptor};
 use crate::ops::elementwise_binary::{broadcast_pair_kernel, wide_less};
 use crate::ops::elementwise_unary::{erfc, ERFC, EXP_R};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};

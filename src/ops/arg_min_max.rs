@@ -7,8 +7,8 @@
 //! 32-bit words per element, the high word zero (positions are below 2^31).
 
 use crate::error::{Error, Result};
-use crate::graph::operand::MAX_RANK;
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::MAX_RANK;
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, SUPPORTED};
 use crate::ops::movement::outer_inner;
 use crate::ops::reference::HostTensor;

@@ -5,8 +5,8 @@
 //! cast to the input's data type as the spec says.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::MAX_RANK;
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::MAX_RANK;
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::conv2d::InputLayout;
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::movement::outer_inner;

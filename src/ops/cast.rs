@@ -9,7 +9,7 @@
 //!   uint64 are two words; narrower integers are sign- or zero-extended to them).
 
 use crate::error::{Error, Result};
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerRequest, Lowering};

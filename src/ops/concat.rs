@@ -5,8 +5,8 @@
 //! output, and split does the reverse.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::MAX_RANK;
-use crate::graph::OperandDescriptor;
+use crate::operand::MAX_RANK;
+use crate::operand::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{outer_inner, MoveKernel, Source, MAX_BINDINGS};
 use crate::ops::reference::HostTensor;

@@ -5,8 +5,8 @@
 //! addressed through logical axes. The float64 reference reads the options itself.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::strides;
-use crate::graph::OperandDescriptor;
+use crate::operand::strides;
+use crate::operand::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::fusion::Epilogue;

@@ -6,8 +6,8 @@
 //! pass, so no two invocations write one packed word.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::MAX_RANK;
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::MAX_RANK;
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits};
 use crate::ops::movement::outer_inner;
 use crate::ops::reference::{round_to, HostTensor};

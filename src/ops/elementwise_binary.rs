@@ -2,8 +2,8 @@
 //! broadcasting (spec: "create an element-wise binary operation").
 
 use crate::error::{Error, Result};
-use crate::graph::operand::broadcast_shapes;
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::broadcast_shapes;
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES, SUPPORTED};
 use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};
 use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, value_type, ElementwiseKernel, LowerRequest, Lowering};

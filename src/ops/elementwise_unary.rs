@@ -1,7 +1,7 @@
 //! Element-wise unary operations: abs, ceil, cos, erf, exp, floor, identity, log, neg,
 //! reciprocal, roundEven, sin, sign, sqrt, tan.
 
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::{DataType, OperandDescriptor};
 use crate::error::{Error, Result};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
 use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};

@@ -8,7 +8,7 @@
 //! store and load would, so results keep their unfused rounding.
 
 use crate::error::{Error, Result};
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, value_type, ElementwiseKernel, LowerRequest, Lowering};
 use crate::ops::{activation, cast, conv2d, elementwise_binary, elementwise_unary, matmul, reduce, Op};
 

@@ -12,11 +12,11 @@
 //! implementations clamp) instead of reading out of bounds.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::MAX_RANK;
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::MAX_RANK;
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, INDICES, ALL_TYPES};
 use crate::ops::movement::{outer_inner, MoveKernel, Source};
-use crate::graph::operand::strides;
+use crate::operand::strides;
 use crate::ops::reference::{coords, HostTensor};
 use crate::ops::wgsl::{coords_fn, BufRef, LowerRequest, Lowering};
 

@@ -2,7 +2,7 @@
 //! that a page can trust what it advertises.
 
 use crate::error::{Error, Result};
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::activation::Activation;
 use crate::ops::Op;
 

@@ -2,7 +2,7 @@
 //! comparisons, logicalNot/And/Or/Xor and isNaN/isInfinite. Outputs are uint8 0 or 1.
 
 use crate::error::{Error, Result};
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::elementwise_binary::{broadcast_pair_kernel, validate_broadcast_pair, wide_less};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
 use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};

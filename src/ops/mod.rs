@@ -38,7 +38,7 @@ pub mod wgsl;
 pub mod where_op;
 
 use crate::error::Result;
-use crate::graph::OperandDescriptor;
+use crate::operand::OperandDescriptor;
 pub use limits::{OpLimits, TensorLimits};
 pub use reference::HostTensor;
 pub use wgsl::{BufRef, Launch, LowerRequest, Lowering};
@@ -63,7 +63,7 @@ pub enum Op {
     Softmax { axis: u32 },
     Reduce(reduce::ReduceOp, reduce::ReduceOptions),
     LayerNormalization(normalization::LayerNormalizationOptions),
-    Cast { data_type: crate::graph::DataType },
+    Cast { data_type: crate::operand::DataType },
     Where,
     Conv2d(conv2d::Conv2dOptions),
     ConvTranspose2d(conv2d::ConvTranspose2dOptions),

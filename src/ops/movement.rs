@@ -9,7 +9,7 @@
 //! output's element bits (`u32` or `vec2<u32>`), and `Bits()` is zero.
 
 use crate::error::{Error, Result};
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::wgsl::{coords_fn, elements_per_word, BufRef, Launch, LowerRequest, Lowering, WORKGROUP_SIZE};
 
 /// WebGPU's default `maxStorageBuffersPerShaderStage`: a launch binds at most this many buffers.

@@ -3,8 +3,8 @@
 //! `scale * (x - mean) / sqrt(variance + epsilon) + bias` element-wise.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::{strides, MAX_RANK};
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::{strides, MAX_RANK};
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reduce::{check_axes, RowReduction, Stat};
 use crate::ops::reference::{coords, linear, round_to, HostTensor};

@@ -8,8 +8,8 @@
 //! suffices), and "constant" writes the value cast to the input's type. Copies are raw bits.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::{strides, MAX_RANK};
-use crate::graph::{Number, OperandDescriptor};
+use crate::operand::{strides, MAX_RANK};
+use crate::operand::{Number, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{MoveKernel, Source};
 use crate::ops::reference::{coords, linear, HostTensor};

@@ -7,7 +7,7 @@
 //! maxPool2d.
 
 use crate::error::{Error, Result};
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::conv2d::{conv_output_size, list_or, positive_pair, valid_dimension, InputLayout};
 use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
 use crate::ops::reference::{round_to, HostTensor};

@@ -7,8 +7,8 @@
 //! does; dequantizeLinear computes `(input - zeroPoint) * scale`.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::{strides, MAX_RANK};
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::{strides, MAX_RANK};
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{coords, round_to, HostTensor};
 use crate::ops::wgsl::{coords_fn, ElementwiseKernel, LowerRequest, Lowering};

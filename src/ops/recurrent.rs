@@ -13,7 +13,7 @@
 //! the cell state before the step, as the spec's emulation does.
 
 use crate::error::{Error, Result};
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::conv2d::valid_dimension;
 use crate::ops::limits::{self, OpLimits, TensorLimits, FLOATS};
 use crate::ops::reference::{round_to, HostTensor};

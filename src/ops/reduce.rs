@@ -9,8 +9,8 @@
 //! element-wise chain over each reduced row, for fusion.rs.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::{strides, MAX_RANK};
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::{strides, MAX_RANK};
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::fusion::Epilogue;
 use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
 use crate::ops::reference::{coords, round_to, HostTensor};

@@ -3,8 +3,8 @@
 //! are also kept exactly (`i128`), since f64 holds integers only up to 2^53.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::strides;
-use crate::graph::{DataType, Number, OperandDescriptor};
+use crate::operand::strides;
+use crate::operand::{DataType, Number, OperandDescriptor};
 
 /// A tensor on the host with its values widened to `f64`.
 #[derive(Debug, Clone, PartialEq)]

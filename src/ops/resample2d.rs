@@ -7,8 +7,8 @@
 //! between `floor` and `ceil` of the coordinate.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::strides;
-use crate::graph::OperandDescriptor;
+use crate::operand::strides;
+use crate::operand::OperandDescriptor;
 use crate::ops::conv2d::valid_dimension;
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{coords, round_to, HostTensor};

@@ -2,14 +2,14 @@
 //! to a new shape).
 
 use crate::error::{Error, Result};
-use crate::graph::operand::is_unidirectionally_broadcastable;
-use crate::graph::OperandDescriptor;
+use crate::operand::is_unidirectionally_broadcastable;
+use crate::operand::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{check_valid_dimensions, MoveKernel, Source};
 use crate::ops::reference::{coords, HostTensor};
 use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, BufRef, LowerRequest, Lowering};
 
-const MAX_RANK: u32 = crate::graph::operand::MAX_RANK as u32;
+const MAX_RANK: u32 = crate::operand::MAX_RANK as u32;
 
 fn single_input_limits(name: &'static str) -> OpLimits {
     OpLimits {

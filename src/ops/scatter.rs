@@ -16,8 +16,8 @@
 //! Packed types (float16, int8, uint8) never see two writers of a word that way.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::MAX_RANK;
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::MAX_RANK;
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::gather::{
     check_elements_indices, elements_offset, elements_target, nd_base, nd_slice_start, nd_slices_shape, position,
     position_fn,

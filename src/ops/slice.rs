@@ -1,8 +1,8 @@
 //! slice: a strided window of the input.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::{strides, MAX_RANK};
-use crate::graph::OperandDescriptor;
+use crate::operand::{strides, MAX_RANK};
+use crate::operand::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::lower_index_map;
 use crate::ops::reference::{coords, HostTensor};

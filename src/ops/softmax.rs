@@ -4,8 +4,8 @@
 //! go through a scratch buffer to an element-wise launch.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::MAX_RANK;
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::MAX_RANK;
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::movement::outer_inner;
 use crate::ops::reduce::{RowReduction, Stat};

@@ -5,8 +5,8 @@
 //! (lower). Kept elements are copied as raw bits; zero is the all-zero bit pattern in every type.
 
 use crate::error::Result;
-use crate::graph::operand::MAX_RANK;
-use crate::graph::OperandDescriptor;
+use crate::operand::MAX_RANK;
+use crate::operand::OperandDescriptor;
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{MoveKernel, Source};
 use crate::ops::reference::HostTensor;

@@ -10,7 +10,7 @@
 //! arithmetic of [`WIDE_HELPERS`].
 
 use crate::error::Result;
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::{DataType, OperandDescriptor};
 
 /// Invocations per workgroup of the generic kernels.
 pub const WORKGROUP_SIZE: u32 = 256;
@@ -299,7 +299,7 @@ pub fn coords_fn(name: &str, shape: &[u32]) -> String {
 /// (dimensions of size 1 in `shape` read index 0).
 pub fn broadcast_offset_fn(name: &str, shape: &[u32], out_rank: usize) -> String {
     let rank = out_rank.max(1);
-    let strides = crate::graph::operand::strides(shape);
+    let strides = crate::operand::strides(shape);
     let mut terms = Vec::new();
     let offset = out_rank - shape.len();
     for (axis, &dim) in shape.iter().enumerate() {

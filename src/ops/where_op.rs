@@ -1,8 +1,8 @@
 //! where: element-wise select by a uint8 condition, with broadcasting of all three inputs.
 
 use crate::error::{Error, Result};
-use crate::graph::operand::broadcast_shapes;
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::broadcast_shapes;
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::reference::{map_broadcast, HostTensor};
 use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, ElementwiseKernel, LowerRequest, Lowering};

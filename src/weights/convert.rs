@@ -6,7 +6,7 @@ use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
 use crate::error::{Error, Result};
-use crate::graph::DataType;
+use crate::operand::DataType;
 use crate::weights::StoredType;
 
 /// How a tensor is streamed.

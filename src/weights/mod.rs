@@ -25,7 +25,7 @@ pub use source::BlobSource;
 pub use convert::{LoadOptions, StreamStats};
 
 use crate::error::{Error, Result};
-use crate::graph::DataType;
+use crate::operand::DataType;
 
 /// A stored element type this loader converts to a WebNN type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

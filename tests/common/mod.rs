@@ -4,7 +4,7 @@
 
 use webnn_wgpu::graph::{DataType, GraphBuilder, OperandDescriptor};
 use webnn_wgpu::ops::{self, HostTensor, Op};
-use webnn_wgpu::runtime::{Context, ContextOptions, Tensor, TensorDescriptor};
+use webnn_wgpu::backend::webgpu::{Context, ContextOptions, Tensor, TensorDescriptor};
 use webnn_wgpu::Result;
 
 pub mod weight_files;

@@ -6,7 +6,7 @@
 use super::*;
 use webnn_wgpu::graph::{DataType, GraphBuilder, Operand, OperandDescriptor};
 use webnn_wgpu::ops::{self, HostTensor, Op};
-use webnn_wgpu::runtime::{Context, Tensor, TensorDescriptor};
+use webnn_wgpu::backend::webgpu::{Context, Tensor, TensorDescriptor};
 use webnn_wgpu::{Error, Result};
 
 pub const TYPES: [DataType; 6] = [

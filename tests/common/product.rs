@@ -5,7 +5,7 @@ use crate::common::*;
 use webnn_wgpu::graph::DataType;
 use webnn_wgpu::ops::matmul::GemmOptions;
 use webnn_wgpu::ops::{HostTensor, Op};
-use webnn_wgpu::runtime::Context;
+use webnn_wgpu::backend::webgpu::Context;
 
 /// Runs `op` on the GPU (inputs as graph inputs, then as constants) and compares with the float64
 /// reference. The bound is the f32 accumulation error over K terms, relative to the reference on

@@ -1,7 +1,7 @@
 //! Builders of small safetensors and GGUF files for the loader's tests, and reading a loaded
 //! constant back.
 
-use webnn_wgpu::runtime::{Context, Tensor};
+use webnn_wgpu::backend::webgpu::{Context, Tensor};
 
 /// Reads a constant tensor's device buffer back (constants are not readable through the API).
 pub fn read_back(ctx: &Context, tensor: &Tensor) -> Vec<u8> {

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use webnn_wgpu::backend::reference::ReferenceGraph;
 use webnn_wgpu::graph::{DataType, GraphBuilder, Number, Operand, OperandDescriptor};
 use webnn_wgpu::ops::{self, HostTensor, Op};
-use webnn_wgpu::runtime::{Context, Tensor, TensorDescriptor};
+use webnn_wgpu::backend::webgpu::{Context, Tensor, TensorDescriptor};
 use webnn_wgpu::{Error, Result};
 
 use super::{block_on, ulp_distance};

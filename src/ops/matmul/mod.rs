@@ -41,8 +41,8 @@ mod registers;
 mod tiles;
 
 use crate::error::{Error, Result};
-use crate::graph::operand::{broadcast_shapes, is_unidirectionally_broadcastable, MAX_RANK};
-use crate::graph::{DataType, OperandDescriptor};
+use crate::operand::{broadcast_shapes, is_unidirectionally_broadcastable, MAX_RANK};
+use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::fusion::Epilogue;
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{coords, round_to, HostTensor};

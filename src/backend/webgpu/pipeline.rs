@@ -93,7 +93,7 @@ impl PipelineCache {
 // Native: `wasm-pack test` builds the unit tests for wasm32 too.
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
-    use crate::runtime::{Context, ContextOptions};
+    use crate::backend::webgpu::{Context, ContextOptions};
 
     /// A kernel with a WGSL error fails every time it is asked for, not only the first time.
     #[test]

@@ -15,10 +15,10 @@ use crate::memory::{EvictionPriority, Residency, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::plan::fusion::{self, OpGroupKind};
 use crate::ops::{self, BufRef, LowerRequest, Lowering};
-use crate::runtime::dispatch::BindCache;
-use crate::runtime::allocation::Attempt;
-use crate::runtime::context::Context;
-use crate::runtime::pipeline::Pipeline;
+use crate::backend::webgpu::dispatch::BindCache;
+use crate::backend::webgpu::allocation::Attempt;
+use crate::backend::webgpu::context::Context;
+use crate::backend::webgpu::pipeline::Pipeline;
 
 /// Where a value of the plan lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,10 +23,10 @@ use crate::memory::host::write_padded;
 use crate::memory::{Restream, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::memory::host_cache::HostCopy;
-use crate::runtime::queue::{PendingCopy, PendingPass};
-use crate::runtime::context::WeakContext;
-use crate::runtime::{Context, Tensor, TensorDescriptor};
-use crate::runtime::lanes::{Lane, Span};
+use crate::backend::webgpu::queue::{PendingCopy, PendingPass};
+use crate::backend::webgpu::context::WeakContext;
+use crate::backend::webgpu::{Context, Tensor, TensorDescriptor};
+use crate::backend::webgpu::lanes::{Lane, Span};
 use crate::weights::convert::{convert_chunk, LoadOptions, StreamStats};
 use crate::weights::{Source, StoredType, TensorInfo, WeightFile};
 

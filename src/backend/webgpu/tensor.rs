@@ -7,9 +7,9 @@ use crate::error::{Error, Result};
 use crate::graph::OperandDescriptor;
 use crate::memory::{HostBytes, SharedConstant};
 use crate::ops::wgsl::buffer_size;
-use crate::runtime::queue::DeferredOp;
+use crate::backend::webgpu::queue::DeferredOp;
 use crate::memory::buffer::DeviceBuffer;
-use crate::runtime::context::Context;
+use crate::backend::webgpu::context::Context;
 
 /// `MLTensorDescriptor`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,10 +5,10 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::error::{Error, Result};
-use crate::runtime::context::Context;
-use crate::runtime::oneshot;
-use crate::runtime::queue::DeferredOp;
-use crate::runtime::tensor::{check_byte_length, Tensor};
+use crate::backend::webgpu::context::Context;
+use crate::backend::webgpu::oneshot;
+use crate::backend::webgpu::queue::DeferredOp;
+use crate::backend::webgpu::tensor::{check_byte_length, Tensor};
 
 impl Context {
     /// The synchronous checks of `readTensor`; `expected_len` is the BYOB buffer's length.

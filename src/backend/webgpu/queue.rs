@@ -9,15 +9,15 @@ use std::rc::Rc;
 
 use crate::error::{Error, Result};
 use crate::memory::buffer::DeviceBuffer;
-use crate::runtime::context::Context;
-use crate::runtime::oneshot;
+use crate::backend::webgpu::context::Context;
+use crate::backend::webgpu::oneshot;
 use crate::weights::LocalFuture;
 
 /// A compute pass queued by the weight loader (float16 widened on the GPU from a staging
 /// buffer): the next submission, whichever it is (a dispatch, a read, the loader's own marker),
 /// records it first, so a swap-in adds no submission of its own.
 pub(crate) struct PendingPass {
-    pub pipeline: Rc<crate::runtime::pipeline::Pipeline>,
+    pub pipeline: Rc<crate::backend::webgpu::pipeline::Pipeline>,
     pub group: wgpu::BindGroup,
     pub grid: [u32; 2],
     /// Held (and counted in the device bytes) until the pass is recorded; the GPU keeps it

@@ -9,7 +9,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use crate::runtime::oneshot;
+use crate::backend::webgpu::oneshot;
 
 /// Streams at once.
 pub const LANES: usize = 2;
@@ -105,7 +105,7 @@ impl Lanes {
         let asking = Asking { lanes: self.clone(), id, span };
         if !self.scheduled.replace(true) {
             let lanes = self.clone();
-            crate::runtime::queue::spawn(async move {
+            crate::backend::webgpu::queue::spawn(async move {
                 lanes.scheduled.set(false);
                 lanes.grant();
             });

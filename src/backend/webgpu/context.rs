@@ -11,9 +11,9 @@ use crate::error::{Error, Result};
 use crate::graph::OperandDescriptor;
 use crate::memory::{MemoryInfo, MemoryState};
 use crate::memory::buffer::BufferRegistry;
-use crate::runtime::oneshot::Signal;
-use crate::runtime::pipeline::PipelineCache;
-use crate::runtime::queue::{Deferred, PendingCopy, PendingPass, BusyCount};
+use crate::backend::webgpu::oneshot::Signal;
+use crate::backend::webgpu::pipeline::PipelineCache;
+use crate::backend::webgpu::queue::{Deferred, PendingCopy, PendingPass, BusyCount};
 
 /// `MLPowerPreference`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -59,9 +59,9 @@ pub(crate) struct ContextInner {
     pub pipelines: PipelineCache,
     pub memory: MemoryState,
     /// Bounds the weight-file writes queued but not yet on the GPU, across all streams.
-    pub write_fence: crate::runtime::loader::WriteFence,
+    pub write_fence: crate::backend::webgpu::loader::WriteFence,
     /// The file streams running at once, and those waiting for a lane.
-    pub lanes: Rc<crate::runtime::lanes::Lanes>,
+    pub lanes: Rc<crate::backend::webgpu::lanes::Lanes>,
     /// Copies and compute passes the next submission records before its own work (see
     /// [`PendingCopy`], [`PendingPass`]).
     pub(super) pending_copies: RefCell<Vec<PendingCopy>>,

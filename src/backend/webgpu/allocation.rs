@@ -8,7 +8,7 @@ use std::pin::Pin;
 use crate::error::{Error, Result};
 use crate::memory::buffer::DeviceBuffer;
 use crate::memory::{Allocator, BufferRegistry};
-use crate::runtime::context::Context;
+use crate::backend::webgpu::context::Context;
 
 impl Context {
     /// Evicts least recently used graphs (other than graph `except`) until `needed()` more bytes

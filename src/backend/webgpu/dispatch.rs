@@ -7,12 +7,12 @@ use std::rc::Rc;
 
 use crate::error::{Error, Result};
 use crate::graph::OperandDescriptor;
-use crate::runtime::allocation::Attempt;
+use crate::backend::webgpu::allocation::Attempt;
 use crate::memory::buffer::DeviceBuffer;
-use crate::runtime::context::Context;
-use crate::runtime::graph::{out_of_memory_unknown, Graph, Slot, Step};
-use crate::runtime::queue::DeferredOp;
-use crate::runtime::tensor::Tensor;
+use crate::backend::webgpu::context::Context;
+use crate::backend::webgpu::graph::{out_of_memory_unknown, Graph, Slot, Step};
+use crate::backend::webgpu::queue::DeferredOp;
+use crate::backend::webgpu::tensor::Tensor;
 
 /// The bind groups of one set of bound buffers (`None` for a copy step).
 pub(super) struct BindCache {
