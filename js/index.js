@@ -7,7 +7,7 @@
 // install() is synchronous: the wasm module is fetched and compiled on the first
 // createContext(), or earlier by awaiting init().
 
-import initWasm, { backend } from './webnn_wgpu.js';
+import initWasm, { backend, preferBackend } from './webnn_wgpu.js';
 import { install as installInterfaces } from './webnn.js';
 
 let ready;
@@ -24,13 +24,28 @@ export function init(moduleOrPath) {
   return ready;
 }
 
+const BACKENDS = ['auto', 'webgpu', 'cpu'];
+
 /**
  * Defines `navigator.ml` and the WebNN interfaces on globalThis (a Window or a dedicated, shared
  * or service Worker), in a secure context only. A native WebNN implementation is left alone
- * unless `force` is true. Returns whether the polyfill was installed.
+ * unless `force` is true. `backend` says what contexts run on: `'auto'` (the default) is WebGPU
+ * on a hardware GPU and the CPU backend where there is none or the only adapter is a software
+ * one (SwiftShader, llvmpipe); `'webgpu'` takes any WebGPU adapter; `'cpu'` is always the CPU.
+ * `createContext({accelerated: false})` is the CPU backend in every case. Returns whether the
+ * polyfill was installed.
  */
-export function install({ force = false } = {}) {
-  return installInterfaces({ force, loader: () => init() });
+export function install({ force = false, backend: preference = 'auto' } = {}) {
+  if (!BACKENDS.includes(preference)) {
+    throw new TypeError(`install(): backend must be one of ${BACKENDS.join(', ')}, not ${String(preference)}`);
+  }
+  return installInterfaces({
+    force,
+    loader: () => init().then((b) => {
+      preferBackend(preference);
+      return b;
+    }),
+  });
 }
 
 export { ML, MLContext, MLGraphBuilder, MLOperand, MLGraph, MLTensor, MLWeightFile } from './webnn.js';

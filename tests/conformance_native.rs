@@ -1,5 +1,5 @@
 //! The WPT-derived conformance cases run natively through the core API, on the WebGPU backend
-//! (llvmpipe or a GPU) and on the float64 reference backend. Set `WPT_FILES=add.json,relu.json`
+//! (llvmpipe or a GPU), on the CPU backend and on the float64 reference backend. Set `WPT_FILES=add.json,relu.json`
 //! to run a subset. The same cases run in headless Chromium through the JavaScript API in
 //! `tests/browser/`.
 #![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
@@ -23,6 +23,11 @@ fn wpt_conformance_native() {
 #[test]
 fn wpt_conformance_reference_backend() {
     run_every_file(Backend::Reference);
+}
+
+#[test]
+fn wpt_conformance_cpu_backend() {
+    run_every_file(Backend::Cpu);
 }
 
 fn run_every_file(backend: Backend) {

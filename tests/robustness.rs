@@ -147,7 +147,7 @@ fn tensors_larger_than_the_device_allows_are_type_errors() {
 #[test]
 fn shapes_whose_sizes_overflow_are_type_errors() {
     use webnn_wgpu::operand::strides;
-    use webnn_wgpu::backend::webgpu::tensor::check_byte_length;
+    use webnn_wgpu::backend::check_byte_length;
     let ctx = context();
     let huge = OperandDescriptor::new(DataType::Float32, vec![u32::MAX; 8]);
     assert_eq!(huge.element_count(), u64::MAX);

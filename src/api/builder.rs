@@ -6,22 +6,24 @@ use wasm_bindgen_futures::future_to_promise;
 
 use crate::api::context::{descriptor, TensorHandle};
 use crate::api::ops::{number, op_from_js, Params};
-use crate::api::{dictionary, to_js, JsResult};
-use crate::error::{Error, Result};
-use crate::graph::{DataType, GraphBuilder, Operand};
-use crate::memory::{EvictionPriority, HostBytes, Residency};
+use crate::api::{dictionary, each, to_js, JsResult, OnBackend};
+use crate::backend::cpu::{CpuContext, CpuGraph};
 use crate::backend::webgpu::{Context, Graph};
+use crate::backend::{Backend, BackendGraph};
+use crate::error::{Error, Result};
+use crate::graph::{BuilderContext, DataType, GraphBuilder, Operand};
+use crate::memory::{EvictionPriority, HostBytes, Residency};
 
 #[wasm_bindgen]
 pub struct BuilderHandle {
     builder: GraphBuilder,
-    context: Context,
+    context: OnBackend<Context, CpuContext>,
     /// Every operand of the builder, by index (JavaScript names operands by index).
     operands: Vec<Operand>,
 }
 
 impl BuilderHandle {
-    pub(crate) fn new(builder: GraphBuilder, context: Context) -> BuilderHandle {
+    pub(crate) fn new(builder: GraphBuilder, context: OnBackend<Context, CpuContext>) -> BuilderHandle {
         BuilderHandle { builder, context, operands: Vec::new() }
     }
 
@@ -54,7 +56,7 @@ impl BuilderHandle {
     /// `bytes` is a JS-owned copy that the constant keeps as its host copy.
     pub fn constant(&mut self, data_type: &str, shape: Vec<u32>, bytes: Uint8Array) -> JsResult<u32> {
         let d = descriptor(data_type, shape).map_err(to_js)?;
-        let host = HostBytes::from_js(bytes, self.context.host_byte_counter());
+        let host = HostBytes::from_js(bytes, each!(&self.context, c => BuilderContext::host_byte_counter(c)));
         let operand = self.builder.constant_host(d, host);
         self.record_result(operand)
     }
@@ -69,7 +71,7 @@ impl BuilderHandle {
 
     #[wasm_bindgen(js_name = constantTensor)]
     pub fn constant_tensor(&mut self, tensor: &TensorHandle) -> JsResult<u32> {
-        let operand = self.builder.constant_tensor(tensor.tensor());
+        let operand = each!(&tensor.inner, entry => self.builder.constant_tensor(&entry.tensor));
         self.record_result(operand)
     }
 
@@ -98,21 +100,26 @@ impl BuilderHandle {
             .collect::<Result<_>>()
             .map_err(to_js)?;
         let description = self.builder.prepare_build(&outputs).map_err(to_js)?;
-        let context = self.context.clone();
-        Ok(future_to_promise(async move {
-            let graph = Graph::compile(&context, description).await.map_err(to_js)?;
-            Ok(GraphHandle { graph }.into())
-        }))
+        Ok(match &self.context {
+            OnBackend::WebGpu(c) => {
+                let compiled = c.compile(description);
+                future_to_promise(async move { Ok(GraphHandle { graph: OnBackend::WebGpu(compiled.await.map_err(to_js)?) }.into()) })
+            }
+            OnBackend::Cpu(c) => {
+                let compiled = c.compile(description);
+                future_to_promise(async move { Ok(GraphHandle { graph: OnBackend::Cpu(compiled.await.map_err(to_js)?) }.into()) })
+            }
+        })
     }
 }
 
 #[wasm_bindgen]
 pub struct GraphHandle {
-    graph: Graph,
+    graph: OnBackend<Graph, CpuGraph>,
 }
 
 impl GraphHandle {
-    pub(crate) fn graph(&self) -> &Graph {
+    pub(crate) fn graph(&self) -> &OnBackend<Graph, CpuGraph> {
         &self.graph
     }
 }
@@ -120,54 +127,58 @@ impl GraphHandle {
 #[wasm_bindgen]
 impl GraphHandle {
     pub fn destroy(&self) {
-        self.graph.destroy();
+        each!(&self.graph, g => BackendGraph::destroy(g))
     }
 
     /// `to` is `"host"` or `"disk"`; resolves once the memory is released.
     #[wasm_bindgen(js_name = swapOut)]
     pub fn swap_out(&self, to: &str) -> Promise {
         let to = if to == "disk" { Residency::Disk } else { Residency::Host };
-        let graph = self.graph.clone();
-        future_to_promise(async move {
-            graph.swap_out(to).await.map_err(to_js)?;
-            Ok(JsValue::UNDEFINED)
+        each!(&self.graph, g => {
+            let swapped = BackendGraph::swap_out(g, to);
+            future_to_promise(async move {
+                swapped.await.map_err(to_js)?;
+                Ok(JsValue::UNDEFINED)
+            })
         })
     }
 
     /// Resolves once the constants are resident (streamed again from their files if needed).
     #[wasm_bindgen(js_name = swapIn)]
     pub fn swap_in(&self) -> Promise {
-        let graph = self.graph.clone();
-        future_to_promise(async move {
-            graph.swap_in().await.map_err(to_js)?;
-            Ok(JsValue::UNDEFINED)
+        each!(&self.graph, g => {
+            let swapped = BackendGraph::swap_in(g);
+            future_to_promise(async move {
+                swapped.await.map_err(to_js)?;
+                Ok(JsValue::UNDEFINED)
+            })
         })
     }
 
     pub fn residency(&self) -> String {
-        self.graph.residency().name().to_string()
+        each!(&self.graph, g => BackendGraph::residency(g)).name().to_string()
     }
 
     #[wasm_bindgen(js_name = deviceBytes)]
     pub fn device_bytes(&self) -> f64 {
-        self.graph.device_bytes() as f64
+        each!(&self.graph, g => BackendGraph::device_bytes(g)) as f64
     }
 
     #[wasm_bindgen(js_name = hostBytes)]
     pub fn host_bytes(&self) -> f64 {
-        self.graph.host_bytes() as f64
+        each!(&self.graph, g => BackendGraph::host_bytes(g)) as f64
     }
 
     #[wasm_bindgen(js_name = evictionPriority)]
     pub fn eviction_priority(&self) -> String {
-        self.graph.eviction_priority().name().to_string()
+        each!(&self.graph, g => BackendGraph::eviction_priority(g)).name().to_string()
     }
 
     /// A value that is not an `MLEvictionPriority` is ignored (WebIDL's rule for enum attributes).
     #[wasm_bindgen(js_name = setEvictionPriority)]
     pub fn set_eviction_priority(&self, priority: &str) {
         if let Some(p) = EvictionPriority::from_name(priority) {
-            self.graph.set_eviction_priority(p);
+            each!(&self.graph, g => BackendGraph::set_eviction_priority(g, p));
         }
     }
 }

@@ -1,4 +1,5 @@
-//! `MLContext` and `MLTensor` handles.
+//! `MLContext` and `MLTensor` handles. A handle holds the objects of one backend (WebGPU or
+//! CPU, [`OnBackend`]); the code below each is generic over [`Backend`].
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -9,17 +10,69 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
 use crate::api::builder::{BuilderHandle, GraphHandle};
-use crate::api::{dictionary, to_js, JsResult};
+use crate::api::{dictionary, each, to_js, JsResult, OnBackend};
+use crate::backend::cpu::CpuContext;
+use crate::backend::webgpu::Context;
+use crate::backend::{Backend, BackendTensor, TensorDescriptor};
 use crate::error::{Error, Result};
-use crate::operand::MAX_RANK;
 use crate::graph::{DataType, GraphBuilder, OperandDescriptor};
 use crate::memory::HostBytes;
+use crate::operand::MAX_RANK;
 use crate::ops::limits::{self, TensorLimits};
-use crate::backend::webgpu::{Context, Tensor, TensorDescriptor};
 
-/// The context's live tensor handles by tensor id, so that `dispatch()` can name its tensors
-/// by id (wasm-bindgen cannot borrow a list of Rust objects from JavaScript).
-pub(crate) type Tensors = Rc<RefCell<HashMap<u64, Tensor>>>;
+/// A context's live tensors by id, so that `dispatch()` can name its tensors by id
+/// (wasm-bindgen cannot borrow a list of Rust objects from JavaScript).
+pub(crate) type Tensors<B> = Rc<RefCell<HashMap<u64, <B as Backend>::Tensor>>>;
+
+/// A context with its live tensors.
+pub(crate) struct Bound<B: Backend> {
+    pub(crate) context: B,
+    pub(crate) tensors: Tensors<B>,
+}
+
+impl<B: Backend> Bound<B> {
+    fn named(&self, names: Vec<String>, ids: Vec<f64>) -> Result<Vec<(String, B::Tensor)>> {
+        let tensors = self.tensors.borrow();
+        names
+            .into_iter()
+            .zip(ids)
+            .map(|(name, id)| match tensors.get(&(id as u64)) {
+                Some(t) => Ok((name, t.clone())),
+                None => Err(Error::Type(format!("'{name}' is not an MLTensor of this MLContext"))),
+            })
+            .collect()
+    }
+}
+
+/// A tensor handle's contents, of either backend.
+pub(crate) type AnyEntry = OnBackend<Entry<Context>, Entry<CpuContext>>;
+
+impl<B: Backend> Bound<B>
+where
+    AnyEntry: From<Entry<B>>,
+{
+    fn create_tensor(&self, descriptor: TensorDescriptor) -> Promise {
+        let (created, tensors) = (self.context.create_tensor(descriptor), self.tensors.clone());
+        future_to_promise(async move { Ok(register::<B>(&tensors, created.await.map_err(to_js)?).into()) })
+    }
+
+    fn create_constant_tensor(&self, operand: OperandDescriptor, bytes: Uint8Array) -> Promise {
+        let host = HostBytes::from_js(bytes, self.context.host_byte_counter());
+        let (created, tensors) = (self.context.create_constant_tensor(operand, host), self.tensors.clone());
+        future_to_promise(async move { Ok(register::<B>(&tensors, created.await.map_err(to_js)?).into()) })
+    }
+
+    fn read_tensor(&self, tensor: &B::Tensor) -> JsResult<Promise> {
+        self.context.check_read(tensor).map_err(to_js)?;
+        // Issued here, not when the promise's future first runs: the copy must come before
+        // the dispatches and writes the caller makes next.
+        let read = self.context.read_tensor(tensor);
+        Ok(future_to_promise(async move {
+            let bytes = read.await.map_err(to_js)?;
+            Ok(Uint8Array::from(bytes.as_slice()).into())
+        }))
+    }
+}
 
 pub(crate) fn descriptor(data_type: &str, shape: Vec<u32>) -> Result<OperandDescriptor> {
     Ok(OperandDescriptor::new(DataType::from_name(data_type)?, shape))
@@ -63,52 +116,48 @@ impl TensorLimitsDictionary {
 
 #[wasm_bindgen]
 pub struct ContextHandle {
-    context: Context,
-    tensors: Tensors,
+    inner: OnBackend<Bound<Context>, Bound<CpuContext>>,
 }
 
-pub(crate) fn register(tensors: &Tensors, tensor: Tensor) -> TensorHandle {
+pub(crate) fn register<B: Backend>(tensors: &Tensors<B>, tensor: B::Tensor) -> TensorHandle
+where
+    AnyEntry: From<Entry<B>>,
+{
     tensors.borrow_mut().insert(tensor.id(), tensor.clone());
-    TensorHandle { tensor, tensors: tensors.clone() }
+    TensorHandle { inner: Entry { tensor, tensors: tensors.clone() }.into() }
 }
 
 impl ContextHandle {
-    pub(crate) fn new(context: Context) -> ContextHandle {
-        ContextHandle { context, tensors: Rc::default() }
+    pub(crate) fn new_webgpu(context: Context) -> ContextHandle {
+        ContextHandle { inner: OnBackend::WebGpu(Bound { context, tensors: Rc::default() }) }
     }
 
-    fn named(&self, names: Vec<String>, ids: Vec<f64>) -> Result<Vec<(String, Tensor)>> {
-        let tensors = self.tensors.borrow();
-        names
-            .into_iter()
-            .zip(ids)
-            .map(|(name, id)| match tensors.get(&(id as u64)) {
-                Some(t) => Ok((name, t.clone())),
-                None => Err(Error::Type(format!("'{name}' is not an MLTensor of this MLContext"))),
-            })
-            .collect()
+    pub(crate) fn new_cpu(context: CpuContext) -> ContextHandle {
+        ContextHandle { inner: OnBackend::Cpu(Bound { context, tensors: Rc::default() }) }
     }
 }
 
 #[wasm_bindgen]
 impl ContextHandle {
     pub fn accelerated(&self) -> bool {
-        self.context.accelerated()
+        each!(&self.inner, b => b.context.accelerated())
     }
 
     #[wasm_bindgen(js_name = isLost)]
     pub fn is_lost(&self) -> bool {
-        self.context.is_lost()
+        each!(&self.inner, b => b.context.is_lost())
     }
 
     /// Resolves with the loss message once the context is lost.
     pub fn lost(&self) -> Promise {
-        let lost = self.context.lost();
-        future_to_promise(async move { Ok(JsValue::from_str(&lost.await)) })
+        each!(&self.inner, b => {
+            let lost = b.context.lost();
+            future_to_promise(async move { Ok(JsValue::from_str(&lost.await)) })
+        })
     }
 
     pub fn destroy(&self) {
-        self.context.destroy();
+        each!(&self.inner, b => b.context.destroy())
     }
 
     /// The spec's "check dimensions" of a descriptor (the byte length against
@@ -116,20 +165,25 @@ impl ContextHandle {
     #[wasm_bindgen(js_name = checkDimensions)]
     pub fn check_dimensions(&self, data_type: &str, shape: Vec<u32>) -> JsResult<()> {
         let d = descriptor(data_type, shape).map_err(to_js)?;
-        d.check_dimensions().and_then(|_| self.context.check_tensor_byte_length(&d)).map_err(to_js)
+        each!(&self.inner, b => d.check_dimensions().and_then(|_| b.context.check_tensor_byte_length(&d)).map_err(to_js))
     }
 
-    /// Internal test hook, not WebNN: the `GPUDevice` behind the context, so that the tests can
-    /// lose it with `device.destroy()` as a driver reset would.
+    /// Internal test hook, not WebNN: the `GPUDevice` behind a WebGPU context, so that the
+    /// tests can lose it with `device.destroy()` as a driver reset would.
     #[wasm_bindgen(js_name = gpuDevice)]
     pub fn gpu_device(&self) -> JsValue {
-        self.context.device().as_webgpu().map(|d| JsValue::from(d.clone())).unwrap_or(JsValue::UNDEFINED)
+        match &self.inner {
+            OnBackend::WebGpu(b) => b.context.device().as_webgpu().map(|d| JsValue::from(d.clone())).unwrap_or(JsValue::UNDEFINED),
+            OnBackend::Cpu(_) => JsValue::UNDEFINED,
+        }
     }
 
     /// Internal test hook, not WebNN: the next `n` GPU allocations report out of memory.
     #[wasm_bindgen(js_name = failNextAllocations)]
     pub fn fail_next_allocations(&self, n: u32) {
-        self.context.fail_next_allocations(n);
+        if let OnBackend::WebGpu(b) = &self.inner {
+            b.context.fail_next_allocations(n);
+        }
     }
 
     /// Internal test hook, not WebNN: the byte length of this module's wasm memory, which the
@@ -144,32 +198,23 @@ impl ContextHandle {
 
     #[wasm_bindgen(js_name = createBuilder)]
     pub fn create_builder(&self) -> JsResult<BuilderHandle> {
-        let builder = GraphBuilder::new(&self.context).map_err(to_js)?;
-        Ok(BuilderHandle::new(builder, self.context.clone()))
+        Ok(match &self.inner {
+            OnBackend::WebGpu(b) => BuilderHandle::new(GraphBuilder::new(&b.context).map_err(to_js)?, OnBackend::WebGpu(b.context.clone())),
+            OnBackend::Cpu(b) => BuilderHandle::new(GraphBuilder::new(&b.context).map_err(to_js)?, OnBackend::Cpu(b.context.clone())),
+        })
     }
 
     #[wasm_bindgen(js_name = createTensor)]
     pub fn create_tensor(&self, data_type: &str, shape: Vec<u32>, readable: bool, writable: bool) -> JsResult<Promise> {
         let operand = descriptor(data_type, shape).map_err(to_js)?;
-        let context = self.context.clone();
-        let tensors = self.tensors.clone();
-        Ok(future_to_promise(async move {
-            let tensor = context.create_tensor(TensorDescriptor { operand, readable, writable }).await.map_err(to_js)?;
-            Ok(register(&tensors, tensor).into())
-        }))
+        Ok(each!(&self.inner, b => b.create_tensor(TensorDescriptor { operand, readable, writable })))
     }
 
     /// `bytes` is a JS-owned copy that the constant keeps as its host copy.
     #[wasm_bindgen(js_name = createConstantTensor)]
     pub fn create_constant_tensor(&self, data_type: &str, shape: Vec<u32>, bytes: Uint8Array) -> JsResult<Promise> {
         let operand = descriptor(data_type, shape).map_err(to_js)?;
-        let context = self.context.clone();
-        let tensors = self.tensors.clone();
-        Ok(future_to_promise(async move {
-            let host = HostBytes::from_js(bytes, context.host_byte_counter());
-            let tensor = context.create_constant_tensor_host(operand, host).await.map_err(to_js)?;
-            Ok(register(&tensors, tensor).into())
-        }))
+        Ok(each!(&self.inner, b => b.create_constant_tensor(operand, bytes)))
     }
 
     /// The `openWeights()` extension: `blob` is a `File`, a `Blob` or a `FileSystemFileHandle`'s
@@ -182,27 +227,35 @@ impl ContextHandle {
         name: String,
         float_type: Option<String>,
     ) -> JsResult<Promise> {
-        let (context, tensors) = (self.context.clone(), self.tensors.clone());
-        crate::api::weights::open_weights(context, tensors, blob, file_handle, name, float_type)
+        match &self.inner {
+            OnBackend::WebGpu(b) => {
+                crate::api::weights::open_weights(b.context.clone(), b.tensors.clone(), blob, file_handle, name, float_type)
+            }
+            OnBackend::Cpu(_) => Ok(Promise::reject(&to_js(Error::NotSupported(
+                "openWeights() streams weights to a GPU; the CPU context does not support it yet".into(),
+            )))),
+        }
     }
 
     #[wasm_bindgen(js_name = writeTensor)]
     pub fn write_tensor(&self, tensor: &TensorHandle, bytes: &[u8]) -> JsResult<()> {
-        self.context.write_tensor(&tensor.tensor, bytes).map_err(to_js)
+        match (&self.inner, &tensor.inner) {
+            (OnBackend::WebGpu(b), OnBackend::WebGpu(t)) => b.context.write_tensor(&t.tensor, bytes),
+            (OnBackend::Cpu(b), OnBackend::Cpu(t)) => b.context.write_tensor(&t.tensor, bytes),
+            _ => Err(Error::Type("the MLTensor belongs to another MLContext".into())),
+        }
+        .map_err(to_js)
     }
 
     /// Checks synchronously (a later `destroy()` must not turn into a `TypeError`), then
     /// resolves with the bytes.
     #[wasm_bindgen(js_name = readTensor)]
     pub fn read_tensor(&self, tensor: &TensorHandle) -> JsResult<Promise> {
-        self.context.check_read(&tensor.tensor, None).map_err(to_js)?;
-        // Issued here, not when the promise's future first runs: the copy must come before
-        // the dispatches and writes the caller makes next.
-        let read = self.context.read_tensor(&tensor.tensor);
-        Ok(future_to_promise(async move {
-            let bytes = read.await.map_err(to_js)?;
-            Ok(Uint8Array::from(bytes.as_slice()).into())
-        }))
+        match (&self.inner, &tensor.inner) {
+            (OnBackend::WebGpu(b), OnBackend::WebGpu(t)) => b.read_tensor(&t.tensor),
+            (OnBackend::Cpu(b), OnBackend::Cpu(t)) => b.read_tensor(&t.tensor),
+            _ => Err(to_js(Error::Type("the MLTensor belongs to another MLContext".into()))),
+        }
     }
 
     pub fn dispatch(
@@ -213,18 +266,30 @@ impl ContextHandle {
         output_names: Vec<String>,
         output_ids: Vec<f64>,
     ) -> JsResult<()> {
-        let inputs = self.named(input_names, input_ids).map_err(to_js)?;
-        let outputs = self.named(output_names, output_ids).map_err(to_js)?;
-        self.context.dispatch(graph.graph(), &inputs, &outputs).map_err(to_js)
+        fn run<B: Backend>(b: &Bound<B>, graph: &B::Graph, names: [Vec<String>; 2], ids: [Vec<f64>; 2]) -> Result<()> {
+            let [input_names, output_names] = names;
+            let [input_ids, output_ids] = ids;
+            let inputs = b.named(input_names, input_ids)?;
+            let outputs = b.named(output_names, output_ids)?;
+            b.context.dispatch(graph, &inputs, &outputs)
+        }
+        let (names, ids) = ([input_names, output_names], [input_ids, output_ids]);
+        match (&self.inner, graph.graph()) {
+            (OnBackend::WebGpu(b), OnBackend::WebGpu(g)) => run(b, g, names, ids),
+            (OnBackend::Cpu(b), OnBackend::Cpu(g)) => run(b, g, names, ids),
+            _ => Err(Error::Type("the MLGraph belongs to another MLContext".into())),
+        }
+        .map_err(to_js)
     }
 
-    /// `MLOpSupportLimits`, from the same table validation reads.
+    /// `MLOpSupportLimits`, from the same table validation reads: every backend runs every
+    /// operator and data type of the table.
     #[wasm_bindgen(js_name = opSupportLimits)]
     pub fn op_support_limits(&self) -> JsValue {
         let graph_io = TensorLimitsDictionary::of(&limits::tensor("", limits::ALL_TYPES, 0, MAX_RANK as u32));
         dictionary(&OpSupportLimitsDictionary {
             preferred_input_layout: "nchw",
-            max_tensor_byte_length: self.context.max_tensor_byte_length(),
+            max_tensor_byte_length: each!(&self.inner, b => b.context.max_tensor_byte_length()),
             input: graph_io.clone(),
             constant: graph_io.clone(),
             output: graph_io,
@@ -238,36 +303,47 @@ impl ContextHandle {
     /// The `memoryInfo()` extension; `budgetBytes` is `null` without a budget.
     #[wasm_bindgen(js_name = memoryInfo)]
     pub fn memory_info(&self) -> JsValue {
-        dictionary(&self.context.memory_info())
+        dictionary(&each!(&self.inner, b => b.context.memory_info()))
+    }
+}
+
+/// A tensor with its context's table of live tensors, which it leaves when dropped.
+pub(crate) struct Entry<B: Backend> {
+    pub(crate) tensor: B::Tensor,
+    tensors: Tensors<B>,
+}
+
+impl<B: Backend> Drop for Entry<B> {
+    fn drop(&mut self) {
+        self.tensors.borrow_mut().remove(&self.tensor.id());
+    }
+}
+
+impl From<Entry<Context>> for AnyEntry {
+    fn from(entry: Entry<Context>) -> Self {
+        OnBackend::WebGpu(entry)
+    }
+}
+
+impl From<Entry<CpuContext>> for AnyEntry {
+    fn from(entry: Entry<CpuContext>) -> Self {
+        OnBackend::Cpu(entry)
     }
 }
 
 #[wasm_bindgen]
 pub struct TensorHandle {
-    tensor: Tensor,
-    tensors: Tensors,
-}
-
-impl TensorHandle {
-    pub(crate) fn tensor(&self) -> &Tensor {
-        &self.tensor
-    }
+    pub(crate) inner: AnyEntry,
 }
 
 #[wasm_bindgen]
 impl TensorHandle {
     /// The id `dispatch()` names the tensor by.
     pub fn id(&self) -> f64 {
-        self.tensor.id() as f64
+        each!(&self.inner, e => e.tensor.id() as f64)
     }
 
     pub fn destroy(&self) {
-        self.tensor.destroy();
-    }
-}
-
-impl Drop for TensorHandle {
-    fn drop(&mut self) {
-        self.tensors.borrow_mut().remove(&self.tensor.id());
+        each!(&self.inner, e => e.tensor.destroy())
     }
 }

@@ -18,8 +18,10 @@ use js_sys::Promise;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
+use crate::backend::cpu::CpuContext;
+use crate::backend::webgpu::Context;
+use crate::backend::{ContextOptions, PowerPreference};
 use crate::error::Error;
-use crate::backend::webgpu::{Context, ContextOptions, PowerPreference};
 
 pub use builder::{BuilderHandle, GraphHandle};
 pub use context::{ContextHandle, TensorHandle};
@@ -52,6 +54,52 @@ pub(crate) fn to_js(error: Error) -> JsValue {
 
 pub(crate) type JsResult<T> = std::result::Result<T, JsValue>;
 
+/// A value of the WebGPU backend or of the CPU backend: what a handle holds.
+pub(crate) enum OnBackend<W, C> {
+    WebGpu(W),
+    Cpu(C),
+}
+
+/// Evaluates `$body` with `$x` bound to the value inside an [`OnBackend`], whichever backend it
+/// is of (the body is generic code over [`crate::backend::Backend`]).
+macro_rules! each {
+    ($value:expr, $x:ident => $body:expr) => {
+        match $value {
+            $crate::api::OnBackend::WebGpu($x) => $body,
+            $crate::api::OnBackend::Cpu($x) => $body,
+        }
+    };
+}
+pub(crate) use each;
+
+/// Which backend contexts get (`install({backend})`): `Auto` is a hardware GPU's WebGPU when
+/// there is one and the CPU otherwise; `WebGpu` takes any WebGPU adapter, software ones
+/// included; `Cpu` always the CPU. `accelerated: false` is the CPU in every case.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Preference {
+    Auto,
+    WebGpu,
+    Cpu,
+}
+
+thread_local! {
+    static PREFERENCE: std::cell::Cell<Preference> = const { std::cell::Cell::new(Preference::Auto) };
+}
+
+/// Sets which backend later contexts get: `"auto"` (the default), `"webgpu"` or `"cpu"`;
+/// `false` for any other name.
+#[wasm_bindgen(js_name = preferBackend)]
+pub fn prefer_backend(name: &str) -> bool {
+    let preference = match name {
+        "auto" => Preference::Auto,
+        "webgpu" => Preference::WebGpu,
+        "cpu" => Preference::Cpu,
+        _ => return false,
+    };
+    PREFERENCE.with(|p| p.set(preference));
+    true
+}
+
 /// The entry point `js/webnn.js` receives from the loader: everything else is reached through
 /// the objects it returns.
 #[wasm_bindgen]
@@ -81,9 +129,19 @@ impl Backend {
             memory_budget: memory_budget.map(|b| b as u64),
             host_memory_budget: host_memory_budget.map(|b| b as u64),
         };
+        let preference = PREFERENCE.with(|p| p.get());
         future_to_promise(async move {
-            let context = Context::new(options).await.map_err(to_js)?;
-            Ok(ContextHandle::new(context).into())
+            if accelerated && preference != Preference::Cpu {
+                match Context::request_adapter(&options).await {
+                    Ok(adapter) if preference == Preference::WebGpu || !Context::is_software(&adapter.get_info()) => {
+                        let context = Context::on_adapter(adapter, options).await.map_err(to_js)?;
+                        return Ok(ContextHandle::new_webgpu(context).into());
+                    }
+                    Err(e) if preference == Preference::WebGpu => return Err(to_js(e)),
+                    _ => {}
+                }
+            }
+            Ok(ContextHandle::new_cpu(CpuContext::new(options)).into())
         })
     }
 }

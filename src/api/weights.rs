@@ -20,7 +20,7 @@ use crate::weights::{BlobSource, LoadOptions, WeightFile};
 /// `float_type` is `"float32"`, `"float16"` or `undefined`.
 pub(crate) fn open_weights(
     context: Context,
-    tensors: Tensors,
+    tensors: Tensors<Context>,
     blob: web_sys::Blob,
     file_handle: JsValue,
     name: String,
@@ -43,7 +43,7 @@ pub struct WeightFileHandle {
     file: Rc<WeightFile>,
     source: Rc<BlobSource>,
     context: Context,
-    tensors: Tensors,
+    tensors: Tensors<Context>,
     options: LoadOptions,
 }
 
@@ -98,11 +98,11 @@ impl WeightFileHandle {
                 // The batch this stream joins wakes in a later task, after it is queued.
                 drop(queuing);
                 context.stream_in_background(constant, Box::new(progress));
-                return Ok(register(&tensors, tensor).into());
+                return Ok(register::<Context>(&tensors, tensor).into());
             }
             let (tensor, _) =
                 file.constant_tensor(&context, &source, &name, &options, &mut progress).await.map_err(to_js)?;
-            Ok(register(&tensors, tensor).into())
+            Ok(register::<Context>(&tensors, tensor).into())
         })
     }
 }

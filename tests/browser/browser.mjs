@@ -54,9 +54,15 @@ export async function harnessReady(page) {
   return page;
 }
 
+/** The harness page's URL under `url`: its contexts run on the backend WEBNN_BACKEND names
+ * (`webgpu`, the default, or `cpu`). */
+export function harnessUrl(url) {
+  return `${url}/tests/browser/harness.html?backend=${process.env.WEBNN_BACKEND || 'webgpu'}`;
+}
+
 /** Opens the harness page in a new page of `browser` (see `openPage`) and waits until it is ready. */
 export async function openHarness(browser, url, tag) {
-  return harnessReady(await openPage(browser, `${url}/tests/browser/harness.html`, tag));
+  return harnessReady(await openPage(browser, harnessUrl(url), tag));
 }
 
 /** `promise`, or a rejection naming `what` once `ms` milliseconds have passed. */

@@ -32,7 +32,13 @@ const t0 = Date.now();
 // A harness that cannot start fails every case at once instead of timing each one out.
 let setupError = null;
 try {
-  await (await openHarness(browser, url, 'setup')).close();
+  const page = await openHarness(browser, url, 'setup');
+  // The backend asked for is the one the cases run on: the CPU backend's contexts are not accelerated.
+  const accelerated = await page.evaluate(async () => (await navigator.ml.createContext()).accelerated);
+  const backend = process.env.WEBNN_BACKEND || 'webgpu';
+  console.log(`backend ${backend}: MLContext.accelerated is ${accelerated}`);
+  if (backend === 'cpu' && accelerated !== false) setupError = 'a CPU context reports accelerated: true';
+  await page.close();
 } catch (e) {
   setupError = e.message.split('\n')[0];
 }

@@ -10,7 +10,7 @@
 // "x is not a function", a WebGPU call's argument check) is a bug. Uncaught page errors and
 // unhandled rejections are failures too.
 // SEED=n replays a run (the seed is printed); SECONDS (default 45) bounds it; CALLS caps it.
-import { start, openPage, harnessReady, writeOut } from './browser.mjs';
+import { start, openPage, harnessReady, harnessUrl, writeOut } from './browser.mjs';
 
 const seed = Number(process.env.SEED ?? Math.floor(Math.random() * 1e9));
 const seconds = Number(process.env.SECONDS ?? 45);
@@ -21,7 +21,7 @@ const { browser, url, close } = await start();
 const panics = [];
 let summary = null;
 try {
-  const page = await openPage(browser, `${url}/tests/browser/harness.html`, 'fuzz');
+  const page = await openPage(browser, harnessUrl(url), 'fuzz');
   page.on('console', (m) => {
     if (m.type() === 'error' && /panicked|unreachable|RuntimeError|memory access out of bounds/.test(m.text())) panics.push(m.text().slice(0, 500));
   });

@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, HashMap};
 use webnn_wgpu::backend::reference::ReferenceGraph;
 use webnn_wgpu::graph::{DataType, GraphBuilder, Number, Operand, OperandDescriptor};
 use webnn_wgpu::ops::{self, HostTensor, Op};
-use webnn_wgpu::backend::webgpu::{Context, Tensor, TensorDescriptor};
+use webnn_wgpu::backend::cpu::CpuContext;
+use webnn_wgpu::backend::webgpu::Context;
+use webnn_wgpu::backend::{ContextOptions, TensorDescriptor};
 use webnn_wgpu::{Error, Result};
 
 use super::{block_on, ulp_distance};
@@ -589,6 +591,7 @@ fn operand_args(
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Backend {
     WebGpu,
+    Cpu,
     Reference,
 }
 
@@ -598,16 +601,22 @@ pub fn run_case(ctx: &Context, case: &Value, backend: Backend) -> Outcome {
 
 async fn run_case_inner(ctx: &Context, case: &Value, backend: Backend) -> Result<Outcome> {
     let graph = &case["graph"];
-    let mut builder = GraphBuilder::new(ctx)?;
+    let cpu = CpuContext::new(ContextOptions::default());
+    let mut builder = match backend {
+        Backend::Cpu => GraphBuilder::new(&cpu)?,
+        Backend::WebGpu | Backend::Reference => GraphBuilder::new(ctx)?,
+    };
     let mut operands: HashMap<String, Operand> = HashMap::new();
-    let mut feeds: Vec<(String, Tensor)> = Vec::new();
     let mut host_feeds: BTreeMap<String, HostTensor> = BTreeMap::new();
     let empty = Map::new();
     let inputs = graph["inputs"].as_object().unwrap_or(&empty);
     // As the browser runner: the graph's inputs against `opSupportLimits()`'s `input` and
     // `constant` (every data type), and the tensors the case creates against its
     // `maxTensorByteLength`.
-    let max_bytes = ctx.max_tensor_byte_length();
+    let max_bytes = match backend {
+        Backend::Cpu => cpu.max_tensor_byte_length(),
+        Backend::WebGpu | Backend::Reference => ctx.max_tensor_byte_length(),
+    };
     for (id, input) in inputs {
         let d = descriptor(&input["descriptor"])?;
         if !ops::limits::ALL_TYPES.contains(&d.data_type) {
@@ -630,19 +639,8 @@ async fn run_case_inner(ctx: &Context, case: &Value, backend: Backend) -> Result
         let bytes = value.to_bytes();
         let operand = if input["constant"].as_bool().unwrap_or(false) {
             builder.constant(d.clone(), &bytes)?
-        } else if backend == Backend::Reference {
-            host_feeds.insert(id.clone(), HostTensor::from_bytes(d.clone(), &bytes)?);
-            builder.input(id, d)?
         } else {
-            let t = ctx
-                .create_tensor(TensorDescriptor {
-                    operand: d.clone(),
-                    readable: false,
-                    writable: true,
-                })
-                .await?;
-            ctx.write_tensor(&t, &bytes)?;
-            feeds.push((id.clone(), t));
+            host_feeds.insert(id.clone(), HostTensor::from_bytes(d.clone(), &bytes)?);
             builder.input(id, d)?
         };
         operands.insert(id.clone(), operand);
@@ -712,7 +710,8 @@ async fn run_case_inner(ctx: &Context, case: &Value, backend: Backend) -> Result
         wanted.push((id.clone(), d, want));
     }
     let got = match backend {
-        Backend::WebGpu => run_on_webgpu(ctx, builder, &named, &feeds, &wanted).await?,
+        Backend::WebGpu => run_on(ctx, builder, &named, &host_feeds, &wanted).await?,
+        Backend::Cpu => run_on(&cpu, builder, &named, &host_feeds, &wanted).await?,
         Backend::Reference => {
             let graph = ReferenceGraph::compile(builder.prepare_build(&named)?)?;
             graph.dispatch(&host_feeds)?
@@ -746,30 +745,30 @@ async fn run_case_inner(ctx: &Context, case: &Value, backend: Backend) -> Result
     Ok(Outcome::Pass)
 }
 
-/// Builds the graph on the WebGPU backend, dispatches it and reads every output back.
-async fn run_on_webgpu(
-    ctx: &Context,
+/// Builds the graph on `backend`, writes the inputs to tensors, dispatches it and reads every
+/// output back.
+async fn run_on<B: webnn_wgpu::backend::Backend>(
+    backend: &B,
     mut builder: GraphBuilder,
     named: &[(String, Operand)],
-    feeds: &[(String, Tensor)],
+    feeds: &BTreeMap<String, HostTensor>,
     wanted: &[(String, OperandDescriptor, HostTensor)],
 ) -> Result<BTreeMap<String, HostTensor>> {
+    let graph = backend.compile(builder.prepare_build(named)?).await?;
+    let mut inputs = Vec::new();
+    for (id, value) in feeds {
+        let t = backend.create_tensor(TensorDescriptor { operand: value.descriptor.clone(), readable: false, writable: true }).await?;
+        backend.write_tensor(&t, &value.to_bytes())?;
+        inputs.push((id.clone(), t));
+    }
     let mut outs = Vec::new();
     for (id, d, _) in wanted {
-        let t = ctx
-            .create_tensor(TensorDescriptor {
-                operand: d.clone(),
-                readable: true,
-                writable: false,
-            })
-            .await?;
-        outs.push((id.clone(), t));
+        outs.push((id.clone(), backend.create_tensor(TensorDescriptor { operand: d.clone(), readable: true, writable: false }).await?));
     }
-    let graph = builder.build(named).await?;
-    ctx.dispatch(&graph, feeds, &outs)?;
+    backend.dispatch(&graph, &inputs, &outs)?;
     let mut got = BTreeMap::new();
     for ((id, t), (_, d, _)) in outs.iter().zip(wanted) {
-        got.insert(id.clone(), HostTensor::from_bytes(d.clone(), &ctx.read_tensor(t).await?)?);
+        got.insert(id.clone(), HostTensor::from_bytes(d.clone(), &backend.read_tensor(t).await?)?);
     }
     Ok(got)
 }

@@ -11,41 +11,10 @@ use crate::error::{Error, Result};
 use crate::graph::OperandDescriptor;
 use crate::memory::{MemoryInfo, MemoryState};
 use crate::memory::buffer::BufferRegistry;
-use crate::backend::webgpu::oneshot::Signal;
+use crate::backend::oneshot::Signal;
+use crate::backend::{ContextOptions, PowerPreference};
 use crate::backend::webgpu::pipeline::PipelineCache;
 use crate::backend::webgpu::queue::{Deferred, PendingCopy, PendingPass, BusyCount};
-
-/// `MLPowerPreference`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PowerPreference {
-    #[default]
-    Default,
-    HighPerformance,
-    LowPower,
-}
-
-/// `MLContextOptions`, with the `memoryBudget` extension.
-#[derive(Debug, Clone)]
-pub struct ContextOptions {
-    pub power_preference: PowerPreference,
-    pub accelerated: bool,
-    /// Device bytes the context may hold before evicting least recently used graphs.
-    pub memory_budget: Option<u64>,
-    /// Host bytes of copies the context may keep of constants streamed from weight files, so
-    /// that an evicted graph comes back from host memory instead of its file (`"host"` tier).
-    pub host_memory_budget: Option<u64>,
-}
-
-impl Default for ContextOptions {
-    fn default() -> Self {
-        ContextOptions {
-            power_preference: PowerPreference::Default,
-            accelerated: true,
-            memory_budget: None,
-            host_memory_budget: None,
-        }
-    }
-}
 
 pub(crate) struct ContextInner {
     pub device: wgpu::Device,
@@ -119,13 +88,18 @@ impl Context {
     /// `ML.createContext(options)`: requests an adapter and a device with the adapter's limits
     /// and its `shader-f16` and subgroup features when present.
     pub async fn new(options: ContextOptions) -> Result<Context> {
-        let instance = shared_instance();
+        let adapter = Context::request_adapter(&options).await?;
+        Context::on_adapter(adapter, options).await
+    }
+
+    /// The adapter a context of `options` would use; `NotSupportedError` when there is none.
+    pub async fn request_adapter(options: &ContextOptions) -> Result<wgpu::Adapter> {
         let power_preference = match options.power_preference {
             PowerPreference::Default => wgpu::PowerPreference::None,
             PowerPreference::HighPerformance => wgpu::PowerPreference::HighPerformance,
             PowerPreference::LowPower => wgpu::PowerPreference::LowPower,
         };
-        let adapter = instance
+        shared_instance()
             .request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference,
                 force_fallback_adapter: false,
@@ -133,7 +107,18 @@ impl Context {
                 apply_limit_buckets: false,
             })
             .await
-            .map_err(|e| Error::NotSupported(format!("no WebGPU adapter is available: {e}")))?;
+            .map_err(|e| Error::NotSupported(format!("no WebGPU adapter is available: {e}")))
+    }
+
+    /// Whether an adapter is a CPU pretending to be a GPU: the browser's fallback adapter
+    /// (`isFallbackAdapter`), SwiftShader or llvmpipe.
+    pub fn is_software(info: &wgpu::AdapterInfo) -> bool {
+        let name = info.name.to_lowercase();
+        info.device_type == wgpu::DeviceType::Cpu || name.contains("swiftshader") || name.contains("llvmpipe")
+    }
+
+    /// A context on `adapter`.
+    pub async fn on_adapter(adapter: wgpu::Adapter, options: ContextOptions) -> Result<Context> {
         let available = adapter.features();
         let mut required_features = wgpu::Features::empty();
         for feature in [wgpu::Features::SHADER_F16, wgpu::Features::SUBGROUP] {
@@ -252,8 +237,9 @@ impl Context {
         self.inner.subgroups
     }
 
+    /// `MLContext.accelerated`: false on a software adapter.
     pub fn accelerated(&self) -> bool {
-        self.inner.options.accelerated
+        !Context::is_software(&self.inner.adapter_info)
     }
 
     pub fn options(&self) -> &ContextOptions {

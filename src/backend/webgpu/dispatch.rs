@@ -2,11 +2,10 @@
 //! when it is not resident, and replays its plan into one command buffer, building bind groups
 //! only when the bound buffers change.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use crate::backend::check_dispatch;
 use crate::error::{Error, Result};
-use crate::graph::OperandDescriptor;
 use crate::backend::webgpu::allocation::Attempt;
 use crate::memory::buffer::DeviceBuffer;
 use crate::backend::webgpu::context::Context;
@@ -26,31 +25,9 @@ pub(super) struct BindCache {
 /// sixth of a MoE token's CPU time on the H200 when only the last set was kept.
 const BIND_CACHE_ENTRIES: usize = 4;
 
-/// The spec's "validate tensors with descriptors", returning the buffers in descriptor order.
-fn bind_named(kind: &str, named: &[(String, Tensor)], descriptors: &[(String, OperandDescriptor)]) -> Result<Vec<Rc<DeviceBuffer>>> {
-    if named.len() != descriptors.len() {
-        return Err(Error::Type(format!("the graph has {} {kind}s but {} were given", descriptors.len(), named.len())));
-    }
-    let by_name: BTreeMap<&str, &Tensor> = named.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    if by_name.len() != named.len() {
-        return Err(Error::Type(format!("duplicate {kind} name")));
-    }
-    descriptors
-        .iter()
-        .map(|(name, descriptor)| {
-            let tensor = by_name.get(name.as_str()).ok_or_else(|| Error::Type(format!("missing {kind} '{name}'")))?;
-            if tensor.is_constant() {
-                return Err(Error::Type(format!("{kind} '{name}' is a constant MLTensor")));
-            }
-            if tensor.descriptor() != descriptor {
-                return Err(Error::Type(format!(
-                    "{kind} '{name}' is {} but the graph expects {descriptor}",
-                    tensor.descriptor()
-                )));
-            }
-            tensor.buffer().ok_or_else(|| Error::Type(format!("{kind} '{name}' is destroyed")))
-        })
-        .collect()
+/// The bound tensors' buffers, in the graph's descriptor order.
+fn buffers(tensors: Vec<&Tensor>) -> Result<Vec<Rc<DeviceBuffer>>> {
+    tensors.into_iter().map(|t| t.buffer().ok_or_else(|| Error::Type("an MLTensor passed to dispatch() is destroyed".into()))).collect()
 }
 
 impl Context {
@@ -63,22 +40,9 @@ impl Context {
         if graph.is_destroyed() {
             return Err(Error::InvalidState("the MLGraph is destroyed".into()));
         }
-        let all: Vec<&Tensor> = inputs.iter().chain(outputs).map(|(_, t)| t).collect();
-        for (i, a) in all.iter().enumerate() {
-            if all[..i].iter().any(|b| b.id() == a.id() && b.context().same(a.context())) {
-                return Err(Error::Type("the same MLTensor is passed twice to dispatch()".into()));
-            }
-        }
-        for tensor in &all {
-            if !tensor.context().same(self) {
-                return Err(Error::Type("an MLTensor belongs to another MLContext".into()));
-            }
-            if tensor.is_destroyed() {
-                return Err(Error::Type("an MLTensor passed to dispatch() is destroyed".into()));
-            }
-        }
-        let input_buffers = bind_named("input", inputs, graph.input_descriptors())?;
-        let output_buffers = bind_named("output", outputs, graph.output_descriptors())?;
+        let (inputs, outputs) =
+            check_dispatch(inputs, outputs, graph.input_descriptors(), graph.output_descriptors(), |t| t.context().same(self))?;
+        let (input_buffers, output_buffers) = (buffers(inputs)?, buffers(outputs)?);
         if self.is_lost() {
             return Ok(());
         }

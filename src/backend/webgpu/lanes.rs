@@ -9,7 +9,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use crate::backend::webgpu::oneshot;
+use crate::backend::oneshot;
 
 /// Streams at once.
 pub const LANES: usize = 2;

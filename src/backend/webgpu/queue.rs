@@ -10,7 +10,7 @@ use std::rc::Rc;
 use crate::error::{Error, Result};
 use crate::memory::buffer::DeviceBuffer;
 use crate::backend::webgpu::context::Context;
-use crate::backend::webgpu::oneshot;
+use crate::backend::oneshot;
 use crate::weights::LocalFuture;
 
 /// A compute pass queued by the weight loader (float16 widened on the GPU from a staging

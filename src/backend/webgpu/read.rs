@@ -6,9 +6,10 @@ use std::pin::Pin;
 
 use crate::error::{Error, Result};
 use crate::backend::webgpu::context::Context;
-use crate::backend::webgpu::oneshot;
+use crate::backend::oneshot;
 use crate::backend::webgpu::queue::DeferredOp;
-use crate::backend::webgpu::tensor::{check_byte_length, Tensor};
+use crate::backend::check_byte_length;
+use crate::backend::webgpu::tensor::Tensor;
 
 impl Context {
     /// The synchronous checks of `readTensor`; `expected_len` is the BYOB buffer's length.

@@ -5,19 +5,12 @@ use std::rc::Rc;
 
 use crate::error::{Error, Result};
 use crate::graph::OperandDescriptor;
+use crate::backend::{check_byte_length, TensorDescriptor};
 use crate::memory::{HostBytes, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::backend::webgpu::queue::DeferredOp;
 use crate::memory::buffer::DeviceBuffer;
 use crate::backend::webgpu::context::Context;
-
-/// `MLTensorDescriptor`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TensorDescriptor {
-    pub operand: OperandDescriptor,
-    pub readable: bool,
-    pub writable: bool,
-}
 
 /// A tensor's bytes: its own buffer, or for a constant tensor a constant graphs share.
 #[derive(Clone)]
@@ -198,17 +191,6 @@ impl Context {
         }
         Ok(())
     }
-}
-
-/// The spec's "validating buffer with descriptor": the byte length must match exactly.
-pub fn check_byte_length(descriptor: &OperandDescriptor, len: usize) -> Result<()> {
-    if len as u64 != descriptor.byte_length() {
-        return Err(Error::Type(format!(
-            "the buffer holds {len} bytes but {descriptor} needs {}",
-            descriptor.byte_length()
-        )));
-    }
-    Ok(())
 }
 
 impl crate::graph::ConstantTensor for Tensor {

@@ -1,0 +1,307 @@
+//! The CPU backend's `MLGraph`: each operator gets a kernel once at compile time (a float32
+//! kernel where one exists, else the operator's float64 reference), constants are copied into
+//! the backend's memory while the graph is resident, and `dispatch()` runs the operators in
+//! order, freeing each intermediate after its last use.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use crate::backend::cpu::buffer::Buffer;
+use crate::backend::cpu::context::CpuContext;
+use crate::backend::cpu::kernel::Kernel;
+use crate::backend::cpu::tensor::CpuTensor;
+use crate::backend::check_dispatch;
+use crate::error::{Error, Result};
+use crate::graph::{ConstantValue, GraphDescription, OperandSource, Operator};
+use crate::memory::budget::Evictable;
+use crate::memory::{EvictionPriority, Residency, SharedConstant};
+use crate::operand::OperandDescriptor;
+
+/// One operator with its kernel.
+struct Step {
+    operator: Operator,
+    kernel: Kernel,
+}
+
+struct GraphInner {
+    id: u64,
+    context: CpuContext,
+    descriptors: Vec<OperandDescriptor>,
+    steps: Vec<Step>,
+    /// Sorted by name, with their operand indices.
+    inputs: Vec<(String, OperandDescriptor)>,
+    outputs: Vec<(String, OperandDescriptor)>,
+    input_operands: Vec<usize>,
+    output_operands: Vec<usize>,
+    /// Operand index and bytes of each constant.
+    constants: Vec<(usize, Rc<SharedConstant>)>,
+    /// The constants' buffers while resident, in the order of `constants`.
+    resident: RefCell<Vec<Rc<Buffer>>>,
+    /// For each operand, the last step that reads it (`usize::MAX` for graph outputs).
+    last_use: Vec<usize>,
+    residency: Cell<Residency>,
+    priority: Cell<EvictionPriority>,
+    last_used: Cell<u64>,
+    destroyed: Cell<bool>,
+}
+
+/// A compiled CPU graph; clones share it.
+#[derive(Clone)]
+pub struct CpuGraph {
+    inner: Rc<GraphInner>,
+}
+
+impl CpuGraph {
+    /// Chooses every operator's kernel and makes the constants resident.
+    pub fn compile(context: &CpuContext, description: GraphDescription) -> Result<CpuGraph> {
+        context.check_not_lost()?;
+        let GraphDescription { descriptors, sources, operators, inputs, outputs } = description;
+        let mut constants = Vec::new();
+        for (index, source) in sources.iter().enumerate() {
+            let OperandSource::Constant(value) = source else { continue };
+            let shared = match value {
+                ConstantValue::Bytes(shared) => Some(shared.clone()),
+                ConstantValue::Tensor(tensor) => tensor.shared_constant(),
+            }
+            .ok_or_else(|| Error::Type("a constant MLTensor used by the graph is destroyed".into()))?;
+            constants.push((index, shared));
+        }
+        let mut last_use = vec![0usize; descriptors.len()];
+        for (i, operator) in operators.iter().enumerate() {
+            for &input in &operator.inputs {
+                last_use[input] = i;
+            }
+        }
+        for &output in outputs.values() {
+            last_use[output] = usize::MAX;
+        }
+        let steps = operators
+            .into_iter()
+            .map(|operator| {
+                let input_descriptors: Vec<&OperandDescriptor> = operator.inputs.iter().map(|&i| &descriptors[i]).collect();
+                let output_descriptors: Vec<&OperandDescriptor> = operator.outputs.iter().map(|&o| &descriptors[o]).collect();
+                let kernel = Kernel::choose(&operator.op, &input_descriptors, &output_descriptors)?;
+                Ok(Step { operator, kernel })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let named = |map: &std::collections::BTreeMap<String, usize>| -> Vec<(String, OperandDescriptor)> {
+            map.iter().map(|(name, &i)| (name.clone(), descriptors[i].clone())).collect()
+        };
+        let graph = CpuGraph {
+            inner: Rc::new(GraphInner {
+                id: context.next_id(),
+                context: context.clone(),
+                inputs: named(&inputs),
+                outputs: named(&outputs),
+                input_operands: inputs.values().copied().collect(),
+                output_operands: outputs.values().copied().collect(),
+                descriptors,
+                steps,
+                constants,
+                resident: RefCell::default(),
+                last_use,
+                residency: Cell::new(Residency::Host),
+                priority: Cell::new(EvictionPriority::Normal),
+                last_used: Cell::new(0),
+                destroyed: Cell::new(false),
+            }),
+        };
+        let weak: std::rc::Weak<dyn Evictable> = Rc::downgrade(&(graph.inner.clone() as Rc<dyn Evictable>));
+        context.inner.memory.register(weak);
+        graph.swap_in_now()?;
+        Ok(graph)
+    }
+
+    pub fn context(&self) -> &CpuContext {
+        &self.inner.context
+    }
+
+    pub fn input_descriptors(&self) -> &[(String, OperandDescriptor)] {
+        &self.inner.inputs
+    }
+
+    pub fn output_descriptors(&self) -> &[(String, OperandDescriptor)] {
+        &self.inner.outputs
+    }
+
+    /// How many operators run on a float32 kernel, and how many on the float64 reference.
+    pub fn kernel_counts(&self) -> (usize, usize) {
+        let reference = self.inner.steps.iter().filter(|s| matches!(s.kernel, Kernel::Reference)).count();
+        (self.inner.steps.len() - reference, reference)
+    }
+
+    /// `deviceBytes`: bytes of the constants this graph holds resident (shared constants count
+    /// for every graph using them).
+    pub fn device_bytes(&self) -> u64 {
+        self.inner.resident.borrow().iter().map(|b| b.size()).sum()
+    }
+
+    /// `hostBytes`: bytes of the host copies of this graph's constants.
+    pub fn host_bytes(&self) -> u64 {
+        self.inner.constants.iter().map(|(_, c)| c.host_bytes()).sum()
+    }
+
+    pub fn residency(&self) -> Residency {
+        self.inner.residency.get()
+    }
+
+    pub fn eviction_priority(&self) -> EvictionPriority {
+        self.inner.priority.get()
+    }
+
+    pub fn set_eviction_priority(&self, priority: EvictionPriority) {
+        self.inner.priority.set(priority);
+    }
+
+    pub fn is_destroyed(&self) -> bool {
+        self.inner.destroyed.get() || self.inner.context.is_lost()
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.inner.destroyed.get() {
+            return Err(Error::InvalidState("the MLGraph is destroyed".into()));
+        }
+        self.inner.context.check_not_lost()
+    }
+
+    /// Copies the constants in (sharing those already resident), evicting other graphs under
+    /// the budget first.
+    fn swap_in_now(&self) -> Result<()> {
+        let inner = &self.inner;
+        if inner.residency.get() == Residency::Device {
+            return Ok(());
+        }
+        let context = &inner.context;
+        let needed = inner.constants.iter().map(|(_, c)| context.bytes_to_acquire(c)).sum();
+        context.make_room(inner.id, needed)?;
+        let mut copied = 0;
+        let mut resident = Vec::with_capacity(inner.constants.len());
+        for (_, constant) in &inner.constants {
+            let (buffer, bytes) = context.resident_constant(constant)?;
+            copied += bytes;
+            resident.push(buffer);
+        }
+        *inner.resident.borrow_mut() = resident;
+        inner.residency.set(Residency::Device);
+        let memory = &context.inner.memory;
+        memory.bytes_uploaded.set(memory.bytes_uploaded.get() + copied);
+        memory.swap_ins.set(memory.swap_ins.get() + 1);
+        Ok(())
+    }
+
+    /// `swapIn()`.
+    pub fn swap_in(&self) -> Result<()> {
+        self.check_usable()?;
+        self.swap_in_now()
+    }
+
+    /// `swapOut({to})`: the constants leave the backend's memory; their host copies stay. The
+    /// `"disk"` tier needs constants from a weight file, which the CPU backend does not load.
+    pub fn swap_out(&self, to: Residency) -> Result<()> {
+        self.check_usable()?;
+        match to {
+            Residency::Device => Err(Error::Type("swapOut() goes to \"host\" or \"disk\"".into())),
+            Residency::Disk => Err(Error::Type(
+                "swapOut({to: \"disk\"}) needs every constant to come from a weight file; this graph's constants do not".into(),
+            )),
+            Residency::Host => {
+                self.inner.evict();
+                Ok(())
+            }
+        }
+    }
+
+    /// `destroy()`: the constants' memory goes at once.
+    pub fn destroy(&self) {
+        if !self.inner.destroyed.replace(true) {
+            self.inner.resident.borrow_mut().clear();
+        }
+    }
+}
+
+impl Evictable for GraphInner {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn is_resident(&self) -> bool {
+        self.residency.get() == Residency::Device
+    }
+
+    fn last_used(&self) -> u64 {
+        self.last_used.get()
+    }
+
+    fn in_flight(&self) -> bool {
+        false
+    }
+
+    fn priority(&self) -> EvictionPriority {
+        self.priority.get()
+    }
+
+    fn evict(&self) {
+        if self.residency.get() == Residency::Device {
+            self.resident.borrow_mut().clear();
+            self.residency.set(Residency::Host);
+            let memory = &self.context.inner.memory;
+            memory.swap_outs.set(memory.swap_outs.get() + 1);
+        }
+    }
+
+    fn slot_sizes(&self) -> Vec<u64> {
+        Vec::new()
+    }
+}
+
+impl CpuContext {
+    /// `dispatch(graph, inputs, outputs)`: validates (the spec's order), swaps the graph in when
+    /// it is not resident, and runs it to completion.
+    pub fn dispatch(&self, graph: &CpuGraph, inputs: &[(String, CpuTensor)], outputs: &[(String, CpuTensor)]) -> Result<()> {
+        if !graph.context().same(self) {
+            return Err(Error::Type("the MLGraph belongs to another MLContext".into()));
+        }
+        if graph.inner.destroyed.get() {
+            return Err(Error::InvalidState("the MLGraph is destroyed".into()));
+        }
+        let (inputs, outputs) = check_dispatch(inputs, outputs, graph.input_descriptors(), graph.output_descriptors(), |t| t.context().same(self))?;
+        if self.is_lost() {
+            return Ok(());
+        }
+        let inner = &graph.inner;
+        inner.last_used.set(self.inner.memory.tick());
+        graph.swap_in_now()?;
+        let mut values: Vec<Option<Rc<Buffer>>> = vec![None; inner.descriptors.len()];
+        for (&operand, tensor) in inner.input_operands.iter().zip(&inputs) {
+            values[operand] = tensor.buffer();
+        }
+        for ((operand, _), buffer) in inner.constants.iter().zip(inner.resident.borrow().iter()) {
+            values[*operand] = Some(buffer.clone());
+        }
+        for (i, step) in inner.steps.iter().enumerate() {
+            let operator = &step.operator;
+            let operands = operator
+                .inputs
+                .iter()
+                .map(|&k| values[k].clone().map(|b| (&inner.descriptors[k], b)))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| Error::Operation(format!("{}: an input has no value", operator.op.name())))?;
+            let output_descriptors: Vec<&OperandDescriptor> = operator.outputs.iter().map(|&o| &inner.descriptors[o]).collect();
+            let results = step.kernel.run(&operator.op, &operands, &output_descriptors, self.device_counter())?;
+            drop(operands);
+            for (&o, result) in operator.outputs.iter().zip(results) {
+                values[o] = Some(result);
+            }
+            for &k in &operator.inputs {
+                if inner.last_use[k] == i {
+                    values[k] = None;
+                }
+            }
+        }
+        for (&operand, tensor) in inner.output_operands.iter().zip(outputs) {
+            let buffer = values[operand].clone().ok_or_else(|| Error::Operation("an output was not computed".into()))?;
+            tensor.set_buffer(buffer);
+        }
+        Ok(())
+    }
+}

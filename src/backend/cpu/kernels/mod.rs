@@ -1,0 +1,1 @@
+//! The CPU backend's float32 kernels.
