@@ -3,11 +3,11 @@
 // of the same bytes (the physical reference), against what the standard allows today (destroy,
 // then rebuild from JS ArrayBuffers), and swapOut latency. Prints a markdown table.
 //   node bench/memory.mjs
-import { start, openPage, writeOut } from '../tests/browser/browser.mjs';
+import { start, openPage, harnessUrl, writeOut } from '../tests/browser/browser.mjs';
 
 const { browser, url, close } = await start();
 try {
-  const page = await openPage(browser, `${url}/tests/browser/harness.html`, 'bench');
+  const page = await openPage(browser, harnessUrl(url), 'bench');
   await page.evaluate(() => window.harness.ready);
   const rows = await page.evaluate(async () => {
     const MIB = 1 << 20;

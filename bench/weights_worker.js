@@ -7,7 +7,7 @@
 // Like the Window paths, the time covers allocation and ends with a GPU round trip.
 import { install, init } from '/pkg/index.js';
 
-install({ force: true });
+install({ force: true, backend: 'webgpu' });
 const ready = init();
 const CHUNK = 8 << 20;
 let context;

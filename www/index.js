@@ -25,7 +25,7 @@ async function main() {
     return r;
   };
   await time('install() and loading the wasm module', async () => {
-    install({ force: true });
+    install({ force: true, backend: new URLSearchParams(location.search).get('backend') ?? 'auto' });
     await init();
   });
   const context = await time('navigator.ml.createContext()', () => navigator.ml.createContext());

@@ -30,6 +30,12 @@ pub(crate) struct Bound<B: Backend> {
     pub(crate) tensors: Tensors<B>,
 }
 
+impl<B: Backend> Clone for Bound<B> {
+    fn clone(&self) -> Self {
+        Bound { context: self.context.clone(), tensors: self.tensors.clone() }
+    }
+}
+
 impl<B: Backend> Bound<B> {
     fn named(&self, names: Vec<String>, ids: Vec<f64>) -> Result<Vec<(String, B::Tensor)>> {
         let tensors = self.tensors.borrow();
@@ -227,14 +233,11 @@ impl ContextHandle {
         name: String,
         float_type: Option<String>,
     ) -> JsResult<Promise> {
-        match &self.inner {
-            OnBackend::WebGpu(b) => {
-                crate::api::weights::open_weights(b.context.clone(), b.tensors.clone(), blob, file_handle, name, float_type)
-            }
-            OnBackend::Cpu(_) => Ok(Promise::reject(&to_js(Error::NotSupported(
-                "openWeights() streams weights to a GPU; the CPU context does not support it yet".into(),
-            )))),
-        }
+        let backend = match &self.inner {
+            OnBackend::WebGpu(b) => OnBackend::WebGpu(b.clone()),
+            OnBackend::Cpu(b) => OnBackend::Cpu(b.clone()),
+        };
+        crate::api::weights::open_weights(backend, blob, file_handle, name, float_type)
     }
 
     #[wasm_bindgen(js_name = writeTensor)]

@@ -1,6 +1,7 @@
 //! `MLWeightFile` handles: `context.openWeights(blob)` reads a weight file's header from a
 //! `Blob` (a `File`, or a `FileSystemFileHandle`'s file) and `constantTensor(name)` streams one
-//! tensor to the GPU as a constant `MLTensor` that can go to the `"disk"` tier.
+//! tensor to the GPU as a constant `MLTensor` that can go to the `"disk"` tier. On the CPU
+//! backend a tensor is read whole into a host copy and the backend's memory.
 
 use std::rc::Rc;
 
@@ -8,10 +9,14 @@ use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
-use crate::api::context::{register, Tensors};
-use crate::api::{dictionary, to_js, JsResult};
-use crate::graph::DataType;
+use crate::api::context::{register, Bound};
+use crate::api::{dictionary, each, to_js, JsResult, OnBackend};
+use crate::backend::cpu::CpuContext;
 use crate::backend::webgpu::Context;
+use crate::error::{Error, Result};
+use crate::graph::{DataType, OperandDescriptor};
+use crate::memory::HostBytes;
+use crate::weights::TensorInfo;
 use crate::weights::{BlobSource, LoadOptions, WeightFile};
 
 /// `context.openWeights(source, options)` after conversion: `file_handle` is the
@@ -19,8 +24,7 @@ use crate::weights::{BlobSource, LoadOptions, WeightFile};
 /// dedicated Worker), `name` names the file in errors,
 /// `float_type` is `"float32"`, `"float16"` or `undefined`.
 pub(crate) fn open_weights(
-    context: Context,
-    tensors: Tensors<Context>,
+    backend: OnBackend<Bound<Context>, Bound<CpuContext>>,
     blob: web_sys::Blob,
     file_handle: JsValue,
     name: String,
@@ -29,12 +33,12 @@ pub(crate) fn open_weights(
     let float_type = float_type.map(|t| DataType::from_name(&t)).transpose().map_err(to_js)?;
     let options = LoadOptions { float_type, ..LoadOptions::default() };
     Ok(future_to_promise(async move {
-        if let Some(message) = context.lost_message() {
-            return Err(to_js(crate::error::Error::InvalidState(message)));
+        if each!(&backend, b => b.context.is_lost()) {
+            return Err(to_js(Error::InvalidState("the MLContext is lost".into())));
         }
         let source = Rc::new(BlobSource::new(name, blob, file_handle));
         let file = WeightFile::open(&*source).await.map_err(to_js)?;
-        Ok(WeightFileHandle { file: Rc::new(file), source, context, tensors, options }.into())
+        Ok(WeightFileHandle { file: Rc::new(file), source, backend, options }.into())
     }))
 }
 
@@ -42,9 +46,17 @@ pub(crate) fn open_weights(
 pub struct WeightFileHandle {
     file: Rc<WeightFile>,
     source: Rc<BlobSource>,
-    context: Context,
-    tensors: Tensors<Context>,
+    backend: OnBackend<Bound<Context>, Bound<CpuContext>>,
     options: LoadOptions,
+}
+
+impl WeightFileHandle {
+    fn descriptor(&self, info: &TensorInfo) -> Result<OperandDescriptor> {
+        match &self.backend {
+            OnBackend::WebGpu(b) => self.file.descriptor(&b.context, info, &self.options),
+            OnBackend::Cpu(b) => self.file.load_descriptor(info, &self.options, false, b.context.max_tensor_byte_length()),
+        }
+    }
 }
 
 #[wasm_bindgen]
@@ -58,7 +70,7 @@ impl WeightFileHandle {
             .tensors
             .iter()
             .map(|info| {
-                let (data_type, byte_length) = match self.file.descriptor(&self.context, info, &self.options) {
+                let (data_type, byte_length) = match self.descriptor(info) {
                     Ok(d) => (d.data_type.name().to_string(), Some(d.byte_length())),
                     Err(_) => (info.type_name.clone(), None),
                 };
@@ -80,8 +92,26 @@ impl WeightFileHandle {
     /// background, ahead of any queue work issued later (so a graph can be built meanwhile).
     #[wasm_bindgen(js_name = constantTensor)]
     pub fn constant_tensor(&self, name: String, on_progress: Option<Function>, wait: bool) -> Promise {
-        let (file, source, context) = (self.file.clone(), self.source.clone(), self.context.clone());
-        let (tensors, options) = (self.tensors.clone(), self.options.clone());
+        let (file, source, options) = (self.file.clone(), self.source.clone(), self.options.clone());
+        let (context, tensors) = match &self.backend {
+            OnBackend::WebGpu(b) => (b.context.clone(), b.tensors.clone()),
+            OnBackend::Cpu(b) => {
+                let (b, descriptor) = (b.clone(), self.file.tensor(&name).and_then(|info| self.descriptor(info)));
+                return future_to_promise(async move {
+                    let descriptor = descriptor.map_err(to_js)?;
+                    let info = file.tensor(&name).map_err(to_js)?;
+                    let bytes = file.read_tensor(&*source, info, &descriptor, &options).await.map_err(to_js)?;
+                    if let Some(f) = &on_progress {
+                        let _ = f.call2(&JsValue::UNDEFINED, &(info.byte_length as f64).into(), &(info.byte_length as f64).into());
+                    }
+                    // The host copy lives outside wasm memory, as the builder's constants' do.
+                    let host = HostBytes::from_js(js_sys::Uint8Array::from(bytes.as_slice()), b.context.host_byte_counter());
+                    drop(bytes);
+                    let tensor = b.context.create_constant_tensor(descriptor, host).map_err(to_js)?;
+                    Ok(register::<CpuContext>(&b.tensors, tensor).into())
+                });
+            }
+        };
         // Taken in the call, not in the future (which starts in a microtask), so that calls made
         // together all count before the first of them queues its stream.
         let queuing = (!wait).then(|| context.queuing_stream());

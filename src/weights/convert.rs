@@ -6,8 +6,8 @@ use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
 use crate::error::{Error, Result};
-use crate::operand::DataType;
-use crate::weights::StoredType;
+use crate::operand::{DataType, OperandDescriptor};
+use crate::weights::{Source, StoredType, TensorInfo, WeightFile};
 
 /// How a tensor is streamed.
 #[derive(Debug, Clone)]
@@ -142,4 +142,86 @@ pub fn convert_chunk(
         }
     }
     Ok(())
+}
+
+impl WeightFile {
+    /// The WebNN type a tensor becomes under `options`; `float16` says whether quantized types
+    /// default to float16 (a device with `shader-f16`).
+    pub fn webnn_type(&self, info: &TensorInfo, options: &LoadOptions, float16: bool) -> Result<DataType> {
+        let stored = self.stored_type(info)?;
+        let float = match options.float_type {
+            Some(t @ (DataType::Float32 | DataType::Float16)) => t,
+            Some(t) => {
+                return Err(Error::Type(format!(
+                    "{}: tensor '{}': {} cannot become {t}; only float32 or float16",
+                    self.file_name, info.name, info.type_name
+                )))
+            }
+            None if stored.is_quantized() && float16 => DataType::Float16,
+            None => DataType::Float32,
+        };
+        if stored == StoredType::F16 && options.float_type == Some(DataType::Float32) {
+            return Ok(DataType::Float32);
+        }
+        Ok(stored.webnn_type(float))
+    }
+
+    pub(crate) fn stored_type(&self, info: &TensorInfo) -> Result<StoredType> {
+        info.stored.ok_or_else(|| {
+            Error::Type(format!(
+                "{}: tensor '{}': its type {} has no WebNN equivalent this loader converts to",
+                self.file_name, info.name, info.type_name
+            ))
+        })
+    }
+
+    /// The `MLOperandDescriptor` of the constant a tensor becomes.
+    /// The descriptor tensor `info` loads as, checked against a backend's `maxTensorByteLength`.
+    pub fn load_descriptor(&self, info: &TensorInfo, options: &LoadOptions, float16: bool, max_tensor_byte_length: u64) -> Result<OperandDescriptor> {
+        let data_type = self.webnn_type(info, options, float16)?;
+        let shape =
+            info.shape.iter().map(|&d| u32::try_from(d).ok()).collect::<Option<Vec<u32>>>().ok_or_else(|| {
+                Error::Type(format!(
+                    "{}: tensor '{}': a dimension of {:?} is too large",
+                    self.file_name, info.name, info.shape
+                ))
+            })?;
+        let descriptor = OperandDescriptor::new(data_type, shape);
+        descriptor
+            .check_dimensions()
+            .and_then(|_| match descriptor.byte_length() {
+                size if size > max_tensor_byte_length => Err(Error::Type(format!(
+                    "{descriptor} has {size} bytes, more than maxTensorByteLength ({max_tensor_byte_length} bytes)"
+                ))),
+                _ => Ok(()),
+            })
+            .map_err(|e| Error::Type(format!("{}: tensor '{}': {}", self.file_name, info.name, e.message())))?;
+        Ok(descriptor)
+    }
+
+    /// Reads tensor `info` from `source` (the file this header came from) and converts it to
+    /// `descriptor`'s type on the host, in chunks of about `options.chunk_bytes`: the whole
+    /// tensor for a backend that holds it in its own memory.
+    pub async fn read_tensor<S: Source>(&self, source: &S, info: &TensorInfo, descriptor: &OperandDescriptor, options: &LoadOptions) -> Result<Vec<u8>> {
+        let stored = self.stored_type(info)?;
+        let (block_elements, block_bytes) = stored.block();
+        let blocks_per_chunk = (options.chunk_bytes / block_bytes).max(1);
+        let mut out = Vec::new();
+        out.try_reserve_exact(descriptor.byte_length() as usize)
+            .map_err(|_| Error::Unknown(format!("{}: tensor '{}': {} bytes of memory could not be allocated", self.file_name, info.name, descriptor.byte_length())))?;
+        let mut reader = source.reader(info.offset, info.byte_length);
+        let (mut read, mut chunk, mut converted) = (0u64, Vec::new(), Vec::new());
+        while read < info.byte_length {
+            let len = (blocks_per_chunk * block_bytes).min(info.byte_length - read);
+            chunk.resize(len as usize, 0);
+            reader.read(&mut chunk).await?;
+            convert_chunk(&self.file_name, &info.name, stored, descriptor.data_type, read / block_bytes * block_elements, &chunk, &mut converted)?;
+            out.extend_from_slice(&converted);
+            read += len;
+        }
+        if out.len() as u64 != descriptor.byte_length() {
+            return Err(Error::Data(format!("{}: tensor '{}': {} bytes read for {descriptor}", self.file_name, info.name, out.len())));
+        }
+        Ok(out)
+    }
 }

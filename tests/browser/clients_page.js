@@ -243,7 +243,7 @@ function wrapMethod(proto, name, count) {
 }
 
 export async function setup() {
-  install({ force: true });
+  install({ force: true, backend: new URLSearchParams(location.search).get('backend') ?? 'webgpu' });
   await init();
   for (const name of Object.getOwnPropertyNames(MLGraphBuilder.prototype)) {
     if (name === 'constructor' || typeof MLGraphBuilder.prototype[name] !== 'function') continue;

@@ -4,7 +4,7 @@ import { runMany } from './concurrency_cases.js';
 
 self.onmessage = async (event) => {
   try {
-    install({ force: true });
+    install({ force: true, backend: 'webgpu' });
     await init();
     self.postMessage(await runMany(event.data));
   } catch (e) {

@@ -17,7 +17,7 @@ const check = (ok, what) => {
   if (!ok) failures++;
 };
 try {
-  const page = await openPage(browser, `${url}/`, 'demo');
+  const page = await openPage(browser, `${url}/?backend=${process.env.WEBNN_BACKEND || 'webgpu'}`, 'demo');
   await page.waitForFunction(() => document.body.dataset.state !== 'running', null, { timeout: 120000 });
   const state = await page.evaluate(() => document.body.dataset.state);
   const status = await page.textContent('#status');

@@ -73,6 +73,7 @@ function checkWeightPath(stats, mode, what) {
 async function runConfiguration(browser, url, mode, budget, screenshot) {
   const query = new URLSearchParams({ mode, budget: String(budget), fresh: "1" });
   if (args.webnn === "cpu") query.set("webnn", "cpu");
+  query.set("backend", process.env.WEBNN_BACKEND || "webgpu");
   const page = await openPage(browser, "about:blank", `moe ${mode} ${budget}`);
   modelFetches.set(page, 0);
   page.on("request", (r) => { if (r.url().endsWith("/model.safetensors")) modelFetches.set(page, modelFetches.get(page) + 1); });

@@ -15,7 +15,7 @@ const check = (ok, what) => {
 };
 const mib = (b) => `${(b / (1 << 20)).toFixed(2)} MiB`;
 try {
-  const page = await openPage(browser, `${url}/www/pipeline/?steps=${steps}`, 'pipeline');
+  const page = await openPage(browser, `${url}/www/pipeline/?steps=${steps}&backend=${process.env.WEBNN_BACKEND || 'webgpu'}`, 'pipeline');
   await page.waitForFunction(() => document.body.dataset.state !== 'running', null, { timeout: 240000 });
   const state = await page.evaluate(() => document.body.dataset.state);
   check(state === 'done', `page state "${state}": ${await page.textContent('#status')}`);

@@ -219,7 +219,7 @@ try {
     const source = `
       import { install, init } from '${location.origin}/pkg/index.js';
       import { readerStats } from '${location.origin}/pkg/webnn.js';
-      install({ force: true });
+      install({ force: true, backend: 'webgpu' });
       await init();
       const root = await navigator.storage.getDirectory();
       const handle = await root.getFileHandle('small.safetensors');

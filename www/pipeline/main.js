@@ -163,7 +163,7 @@ function plot(runs, budget) {
 }
 
 async function main() {
-  install({ force: true });
+  install({ force: true, backend: new URLSearchParams(location.search).get('backend') ?? 'auto' });
   await init();
   $('status').textContent = 'measuring the stages…';
   const sizes = await stageSizes();

@@ -31,51 +31,10 @@ use crate::weights::convert::{convert_chunk, LoadOptions, StreamStats};
 use crate::weights::{Source, StoredType, TensorInfo, WeightFile};
 
 impl WeightFile {
-    /// The WebNN type a tensor becomes under `options` on `context`.
-    pub fn webnn_type(&self, context: &Context, info: &TensorInfo, options: &LoadOptions) -> Result<DataType> {
-        let stored = self.stored_type(info)?;
-        let float = match options.float_type {
-            Some(t @ (DataType::Float32 | DataType::Float16)) => t,
-            Some(t) => {
-                return Err(Error::Type(format!(
-                    "{}: tensor '{}': {} cannot become {t}; only float32 or float16",
-                    self.file_name, info.name, info.type_name
-                )))
-            }
-            None if stored.is_quantized() && context.has_shader_f16() => DataType::Float16,
-            None => DataType::Float32,
-        };
-        if stored == StoredType::F16 && options.float_type == Some(DataType::Float32) {
-            return Ok(DataType::Float32);
-        }
-        Ok(stored.webnn_type(float))
-    }
-
-    fn stored_type(&self, info: &TensorInfo) -> Result<StoredType> {
-        info.stored.ok_or_else(|| {
-            Error::Type(format!(
-                "{}: tensor '{}': its type {} has no WebNN equivalent this loader converts to",
-                self.file_name, info.name, info.type_name
-            ))
-        })
-    }
-
-    /// The `MLOperandDescriptor` of the constant a tensor becomes.
+    /// The descriptor tensor `info` loads as on `context` (float16 for quantized types where it
+    /// has `shader-f16`).
     pub fn descriptor(&self, context: &Context, info: &TensorInfo, options: &LoadOptions) -> Result<OperandDescriptor> {
-        let data_type = self.webnn_type(context, info, options)?;
-        let shape =
-            info.shape.iter().map(|&d| u32::try_from(d).ok()).collect::<Option<Vec<u32>>>().ok_or_else(|| {
-                Error::Type(format!(
-                    "{}: tensor '{}': a dimension of {:?} is too large",
-                    self.file_name, info.name, info.shape
-                ))
-            })?;
-        let descriptor = OperandDescriptor::new(data_type, shape);
-        descriptor
-            .check_dimensions()
-            .and_then(|_| context.check_tensor_byte_length(&descriptor))
-            .map_err(|e| Error::Type(format!("{}: tensor '{}': {}", self.file_name, info.name, e.message())))?;
-        Ok(descriptor)
+        self.load_descriptor(info, options, context.has_shader_f16(), context.max_tensor_byte_length())
     }
 
     /// `MLWeightFile.constantTensor(name)`: a constant tensor whose bytes are streamed from
