@@ -7,21 +7,41 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use crate::backend::cpu::buffer::Buffer;
+use crate::backend::cpu::kernels::{conv2d, float32, gemm};
 use crate::error::{Error, Result};
+use crate::operand::{DataType, OperandDescriptor};
+use crate::ops::conv2d::{conv2d_geometry, conv_transpose2d_geometry, ConvGeometry};
+use crate::ops::matmul::GemmOptions;
 use crate::ops::{self, HostTensor, Op};
-use crate::operand::OperandDescriptor;
 
 pub enum Kernel {
     /// The output is the input's bytes (reshape).
     Alias,
+    Matmul,
+    Gemm(GemmOptions),
+    Conv2d(ConvGeometry),
+    ConvTranspose2d(ConvGeometry),
+    /// One of [`float32::run`]'s kernels.
+    Float32,
     /// The operator's float64 reference.
     Reference,
 }
 
 impl Kernel {
-    pub fn choose(op: &Op, _inputs: &[&OperandDescriptor], _outputs: &[&OperandDescriptor]) -> Result<Kernel> {
+    pub fn choose(op: &Op, inputs: &[&OperandDescriptor], outputs: &[&OperandDescriptor]) -> Result<Kernel> {
+        if let Op::Reshape { .. } = op {
+            return Ok(Kernel::Alias);
+        }
+        let float32 = inputs.iter().chain(outputs).all(|d| d.data_type == DataType::Float32) && outputs.len() == 1;
+        if !float32 {
+            return Ok(Kernel::Reference);
+        }
         Ok(match op {
-            Op::Reshape { .. } => Kernel::Alias,
+            Op::Matmul => Kernel::Matmul,
+            Op::Gemm(o) => Kernel::Gemm(o.clone()),
+            Op::Conv2d(o) => Kernel::Conv2d(conv2d_geometry(o, inputs)?),
+            Op::ConvTranspose2d(o) => Kernel::ConvTranspose2d(conv_transpose2d_geometry(o, inputs)?),
+            op if float32::handles(op) => Kernel::Float32,
             _ => Kernel::Reference,
         })
     }
@@ -34,8 +54,42 @@ impl Kernel {
         outputs: &[&OperandDescriptor],
         counter: &Rc<Cell<u64>>,
     ) -> Result<Vec<Rc<Buffer>>> {
+        let input = |k: usize| inputs.get(k).map(|(_, b)| b.f32()).ok_or_else(|| Error::Operation(format!("{}: input {k} is missing", op.name())));
+        let shape = |k: usize| inputs.get(k).map(|(d, _)| d.shape.as_slice()).unwrap_or(&[]);
+        let float32_output = |f: &mut dyn FnMut(&mut [f32]) -> Result<()>| -> Result<Vec<Rc<Buffer>>> {
+            let descriptor = outputs.first().ok_or_else(|| Error::Operation(format!("{}: no output", op.name())))?;
+            let mut buffer = Buffer::zeroed(descriptor.byte_length() as usize, counter)?;
+            f(buffer.f32_mut())?;
+            Ok(vec![Rc::new(buffer)])
+        };
         match self {
             Kernel::Alias => inputs.first().map(|(_, b)| vec![b.clone()]).ok_or_else(|| Error::Operation("reshape has no input".into())),
+            Kernel::Matmul => float32_output(&mut |out| gemm::matmul(input(0)?, shape(0), input(1)?, shape(1), out)),
+            Kernel::Gemm(o) => float32_output(&mut |out| {
+                let c = if o.has_c { Some((input(2)?, shape(2))) } else { None };
+                gemm::gemm_op(input(0)?, shape(0), input(1)?, shape(1), c, o.alpha as f32, o.beta as f32, o.a_transpose, o.b_transpose, out)
+            }),
+            Kernel::Conv2d(g) => float32_output(&mut |out| {
+                let bias = if inputs.len() > 2 { Some(input(2)?) } else { None };
+                conv2d::conv2d(g, input(0)?, input(1)?, bias, out)
+            }),
+            Kernel::ConvTranspose2d(g) => float32_output(&mut |out| {
+                let bias = if inputs.len() > 2 { Some(input(2)?) } else { None };
+                conv2d::conv_transpose2d(g, input(0)?, input(1)?, bias, out)
+            }),
+            Kernel::Float32 => {
+                let operands: Vec<(&OperandDescriptor, &[f32])> = inputs.iter().map(|(d, b)| (*d, b.f32())).collect();
+                let mut ran = None;
+                let result = float32_output(&mut |out| {
+                    let descriptor = outputs[0];
+                    ran = float32::run(op, &operands, (descriptor, out));
+                    ran.clone().unwrap_or(Ok(()))
+                })?;
+                match ran {
+                    Some(_) => Ok(result),
+                    None => Kernel::Reference.run(op, inputs, outputs, counter),
+                }
+            }
             Kernel::Reference => {
                 let hosts = inputs
                     .iter()

@@ -1,0 +1,690 @@
+//! Float32 conv2d and convTranspose2d over a [`ConvGeometry`], which gives every tensor's layout
+//! as element strides of its logical axes.
+//!
+//! conv2d, per batch and group: a 1x1, stride-1, unpadded filter is one GEMM straight over the
+//! input; any other filter is im2col (output rows tiled so the columns stay within
+//! [`COLUMN_FLOATS`]) and the packed GEMM; depthwise convolutions (one input channel per group)
+//! run a direct loop over the window instead, vectorised along width (nchw) or channels (nhwc).
+//! The product's orientation follows the layout, so the GEMM writes the output in place: nchw
+//! computes `filter [Cout x K] * columns [K x HW]`, nhwc `columns [HW x K] * filter^T [K x Cout]`.
+//!
+//! convTranspose2d: per batch and group, `filter^T [Cout*KH*KW x Cin] * input [Cin x HW]` by
+//! GEMM, then col2im adds each column to the output pixels it reaches.
+
+use crate::error::{Error, Result};
+use crate::ops::conv2d::{ConvGeometry, InputLayout};
+
+use super::gemm::{gemm, Matrix};
+use super::scratch::{self, Slot};
+
+/// Floats of im2col (or col2im) columns per tile, 4 MiB: larger products are tiled by rows.
+const COLUMN_FLOATS: usize = 1 << 20;
+
+/// How a conv2d runs, which fixes the order its filter is rearranged in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    /// nchw: filter rows `[oc][ic][kh][kw]` times columns.
+    Planar,
+    /// nhwc: columns times the filter, rows `[oc][kh][kw][ic]`.
+    Interleaved,
+    /// nchw depthwise: weights `[oc][kh][kw]`, vectorised along output rows.
+    DepthwisePlanar,
+    /// nhwc depthwise: weights `[kh][kw][oc]`, vectorised along channels.
+    DepthwiseInterleaved,
+}
+
+/// A conv2d filter rearranged once (when a graph is compiled) for [`conv2d_packed`], which then
+/// skips the per-call rearrangement that [`conv2d`] does.
+#[derive(Debug, Clone)]
+pub struct PackedFilter {
+    key: FilterKey,
+    weights: Vec<f32>,
+}
+
+/// What a packed filter was built for; [`conv2d_packed`] refuses a geometry that differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FilterKey {
+    method: Method,
+    groups: usize,
+    output_channels: usize,
+    input_per_group: usize,
+    filter_size: [usize; 2],
+}
+
+impl PackedFilter {
+    /// Rearranges `filter` (laid out as `g` says) for convolutions of geometry `g`.
+    pub fn new(g: &ConvGeometry, filter: &[f32]) -> Result<PackedFilter> {
+        let conv = Conv::new(g, false)?;
+        let method = conv.method()?;
+        conv.check_filter(filter)?;
+        let mut weights = Vec::new();
+        weights
+            .try_reserve_exact(conv.filter_len())
+            .map_err(|_| Error::Operation("conv2d: cannot allocate the packed filter".into()))?;
+        weights.resize(conv.filter_len(), 0.0);
+        conv.pack_filter(method, filter, &mut weights);
+        Ok(PackedFilter { key: conv.filter_key(method), weights })
+    }
+}
+
+/// conv2d of `input` by `filter` (plus `bias` per output channel) into `out`, all laid out as
+/// `g` says.
+pub fn conv2d(g: &ConvGeometry, input: &[f32], filter: &[f32], bias: Option<&[f32]>, out: &mut [f32]) -> Result<()> {
+    let conv = Conv::new(g, false)?;
+    let method = conv.method()?;
+    conv.check_filter(filter)?;
+    scratch::with(Slot::Filter, conv.filter_len(), |weights| {
+        conv.pack_filter(method, filter, weights);
+        conv.run(method, input, weights, bias, out)
+    })
+}
+
+/// [`conv2d`] with a filter packed by [`PackedFilter::new`] for the same geometry.
+pub fn conv2d_packed(
+    g: &ConvGeometry,
+    input: &[f32],
+    filter: &PackedFilter,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) -> Result<()> {
+    let conv = Conv::new(g, false)?;
+    let method = conv.method()?;
+    if filter.key != conv.filter_key(method) {
+        return Err(Error::Operation("conv2d: the packed filter was built for another geometry".into()));
+    }
+    conv.run(method, input, &filter.weights, bias, out)
+}
+
+/// convTranspose2d of `input` by `filter` (plus `bias` per output channel) into `out`, all laid
+/// out as `g` says.
+pub fn conv_transpose2d(
+    g: &ConvGeometry,
+    input: &[f32],
+    filter: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) -> Result<()> {
+    let conv = Conv::new(g, true)?;
+    conv.check_filter(filter)?;
+    conv.check_operands(input, bias, out)?;
+    if conv.output_is_empty() {
+        return Ok(());
+    }
+    conv.fill_output(bias, out);
+    let [in_h, in_w] = conv.input_size;
+    // The input's pixels as the columns of one matrix per channel.
+    if conv.input_strides[2] != in_w * conv.input_strides[3] {
+        return Err(Error::NotSupported("convTranspose2d: the input's rows are not contiguous pixels".into()));
+    }
+    let per_group = conv.output_channels / conv.groups;
+    let [k_h, k_w] = conv.filter_size;
+    // Rows of the transposed filter: (output channel within the group, kh, kw).
+    let rows = per_group * k_h * k_w;
+    let row_len = conv.scratch_len(rows, in_w)?;
+    let tile_rows = (COLUMN_FLOATS / row_len.max(1)).clamp(1, in_h.max(1));
+    let columns_len = conv.scratch_len(row_len, tile_rows)?;
+    scratch::with(Slot::Filter, conv.filter_len(), |weights| {
+        conv.pack_transposed_filter(filter, weights);
+        scratch::with(Slot::Columns, columns_len, |columns| {
+            for n in 0..conv.batches {
+                for group in 0..conv.groups {
+                    let (first, end) = conv.group_channels(group);
+                    let filter = Matrix {
+                        data: weights,
+                        offset: rows * first,
+                        rows,
+                        cols: end - first,
+                        row_stride: end - first,
+                        col_stride: 1,
+                    };
+                    for iy0 in (0..in_h).step_by(tile_rows) {
+                        let tile = tile_rows.min(in_h - iy0) * in_w;
+                        let input = Matrix {
+                            data: input,
+                            offset: n * conv.input_strides[0] + first * conv.input_strides[1] + iy0 * conv.input_strides[2],
+                            rows: end - first,
+                            cols: tile,
+                            row_stride: conv.input_strides[1],
+                            col_stride: conv.input_strides[3],
+                        };
+                        let columns = &mut columns[..rows * tile];
+                        gemm(filter, input, 1.0, columns, tile, false)?;
+                        conv.col2im(columns, n, group * per_group, iy0, out);
+                    }
+                }
+            }
+            Ok(())
+        })
+    })
+}
+
+/// A [`ConvGeometry`] in `usize`, checked: strides, dilations and groups are positive, channels
+/// divide as the operator needs, and window positions fit `i64`.
+struct Conv {
+    batches: usize,
+    input_channels: usize,
+    input_size: [usize; 2],
+    output_channels: usize,
+    output_size: [usize; 2],
+    filter_size: [usize; 2],
+    groups: usize,
+    input_layout: InputLayout,
+    transpose: bool,
+    /// Top and left padding.
+    padding: [i64; 2],
+    strides: [i64; 2],
+    dilations: [i64; 2],
+    input_strides: [usize; 4],
+    output_strides: [usize; 4],
+    filter_strides: [usize; 4],
+}
+
+fn usizes<const N: usize, T: Copy + TryInto<usize>>(name: &str, values: [T; N]) -> Result<[usize; N]> {
+    let mut out = [0; N];
+    for (o, v) in out.iter_mut().zip(values) {
+        *o = v.try_into().map_err(|_| Error::NotSupported(format!("{name} exceed this platform's indices")))?;
+    }
+    Ok(out)
+}
+
+/// Checks that the last element of a tensor of `dims` with element `strides` lies in `len`.
+fn check_extent(what: &str, len: usize, dims: [usize; 4], strides: [usize; 4]) -> Result<()> {
+    if dims.contains(&0) {
+        return Ok(());
+    }
+    let last = dims
+        .iter()
+        .zip(strides)
+        .try_fold(0usize, |sum, (&d, s)| (d - 1).checked_mul(s).and_then(|x| sum.checked_add(x)));
+    match last {
+        Some(last) if last < len => Ok(()),
+        _ => Err(Error::Operation(format!("{what}: {dims:?} with strides {strides:?} exceeds its {len} elements"))),
+    }
+}
+
+/// The `x` in `0..count` whose position `x * stride + offset` lies in `0..size`, as a range.
+fn valid_range(count: usize, stride: i64, offset: i64, size: usize) -> (usize, usize) {
+    let size = size as i64;
+    let lo = if offset >= 0 { 0 } else { (stride - 1 - offset) / stride };
+    let hi = if offset >= size { 0 } else { (size - offset + stride - 1) / stride };
+    let hi = hi.min(count as i64) as usize;
+    ((lo as usize).min(hi), hi)
+}
+
+impl Conv {
+    fn new(g: &ConvGeometry, transpose: bool) -> Result<Conv> {
+        let name = if transpose { "convTranspose2d" } else { "conv2d" };
+        if g.transpose != transpose {
+            return Err(Error::Operation(format!("{name}: the geometry is not a {name}'s")));
+        }
+        let [batches, input_channels, output_channels, groups] =
+            usizes(name, [g.batches, g.input_channels, g.output_channels, g.groups])?;
+        let [in_h, in_w, out_h, out_w, k_h, k_w] = usizes(
+            name,
+            [g.input_size[0], g.input_size[1], g.output_size[0], g.output_size[1], g.filter_size[0], g.filter_size[1]],
+        )?;
+        if groups == 0 || g.strides.contains(&0) || g.dilations.contains(&0) {
+            return Err(Error::Operation(format!("{name}: groups, strides and dilations must be positive")));
+        }
+        if output_channels % groups != 0 || (!transpose && input_channels % groups != 0) {
+            return Err(Error::Operation(format!("{name}: groups {groups} do not divide the channels")));
+        }
+        // Window positions are computed in i64: bound them well inside it.
+        for axis in 0..2 {
+            let size = g.input_size[axis].max(g.output_size[axis]) as u128;
+            let reach = size * (g.strides[axis] as u128 + 1)
+                + g.filter_size[axis] as u128 * g.dilations[axis] as u128
+                + g.padding[2 * axis] as u128
+                + g.padding[2 * axis + 1] as u128;
+            if reach >= 1 << 62 {
+                return Err(Error::NotSupported(format!("{name}: window positions exceed 64-bit indices")));
+            }
+        }
+        let conv = Conv {
+            batches,
+            input_channels,
+            input_size: [in_h, in_w],
+            output_channels,
+            output_size: [out_h, out_w],
+            filter_size: [k_h, k_w],
+            groups,
+            input_layout: g.input_layout,
+            transpose,
+            padding: [g.padding[0] as i64, g.padding[2] as i64],
+            strides: [g.strides[0] as i64, g.strides[1] as i64],
+            dilations: [g.dilations[0] as i64, g.dilations[1] as i64],
+            input_strides: usizes(name, g.input_strides)?,
+            output_strides: usizes(name, g.output_strides)?,
+            filter_strides: usizes(name, g.filter_strides)?,
+        };
+        // Every count the kernels form (filter elements, a group's filter depth) fits `usize`.
+        if conv.filter_dims().iter().try_fold(1usize, |n, &d| n.checked_mul(d)).is_none() {
+            return Err(Error::NotSupported(format!("{name}: the filter has too many elements")));
+        }
+        Ok(conv)
+    }
+
+    fn name(&self) -> &'static str {
+        if self.transpose {
+            "convTranspose2d"
+        } else {
+            "conv2d"
+        }
+    }
+
+    /// The filter's logical dims: `o, i, h, w` (conv2d) or `i, o, h, w` (convTranspose2d, `o`
+    /// within a group).
+    fn filter_dims(&self) -> [usize; 4] {
+        let [k_h, k_w] = self.filter_size;
+        if self.transpose {
+            [self.input_channels, self.output_channels / self.groups, k_h, k_w]
+        } else {
+            [self.output_channels, self.input_channels / self.groups, k_h, k_w]
+        }
+    }
+
+    fn filter_len(&self) -> usize {
+        self.filter_dims().iter().product()
+    }
+
+    fn output_is_empty(&self) -> bool {
+        let [h, w] = self.output_size;
+        [self.batches, self.output_channels, h, w].contains(&0)
+    }
+
+    /// `a * b` floats of scratch, or an error where that overflows.
+    fn scratch_len(&self, a: usize, b: usize) -> Result<usize> {
+        a.checked_mul(b).ok_or_else(|| Error::NotSupported(format!("{}: the im2col columns exceed this platform's memory", self.name())))
+    }
+
+    fn check_filter(&self, filter: &[f32]) -> Result<()> {
+        check_extent(&format!("{} filter", self.name()), filter.len(), self.filter_dims(), self.filter_strides)
+    }
+
+    fn check_operands(&self, input: &[f32], bias: Option<&[f32]>, out: &[f32]) -> Result<()> {
+        let name = self.name();
+        let [in_h, in_w] = self.input_size;
+        let [out_h, out_w] = self.output_size;
+        check_extent(&format!("{name} input"), input.len(), [self.batches, self.input_channels, in_h, in_w], self.input_strides)?;
+        let output_dims = [self.batches, self.output_channels, out_h, out_w];
+        check_extent(&format!("{name} output"), out.len(), output_dims, self.output_strides)?;
+        match bias {
+            Some(bias) if bias.len() < self.output_channels => Err(Error::Operation(format!(
+                "{name}: bias has {} elements for {} output channels",
+                bias.len(),
+                self.output_channels
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The input channels `first..end` of convTranspose2d's group `group`: those `c` with
+    /// `floor(c * groups / inputChannels) == group` (the spec does not require them to divide).
+    fn group_channels(&self, group: usize) -> (usize, usize) {
+        let (channels, groups) = (self.input_channels as u64, self.groups as u64);
+        let first = |g: u64| (g * channels).div_ceil(groups) as usize;
+        (first(group as u64), first(group as u64 + 1))
+    }
+
+    fn filter_key(&self, method: Method) -> FilterKey {
+        FilterKey {
+            method,
+            groups: self.groups,
+            output_channels: self.output_channels,
+            input_per_group: self.input_channels / self.groups,
+            filter_size: self.filter_size,
+        }
+    }
+
+    /// The method for this geometry. The GEMM paths write the output as a row-major matrix,
+    /// which needs the dense strides the layouts give.
+    fn method(&self) -> Result<Method> {
+        let [_, os_c, os_h, os_w] = self.output_strides;
+        let [_, is_c, _, is_w] = self.input_strides;
+        let out_w = self.output_size[1];
+        let depthwise = self.groups == self.input_channels;
+        match self.input_layout {
+            InputLayout::Nchw if os_w == 1 && os_h == out_w => {
+                Ok(if depthwise && is_w == 1 { Method::DepthwisePlanar } else { Method::Planar })
+            }
+            InputLayout::Nhwc if os_c == 1 && os_h == out_w * os_w => {
+                Ok(if depthwise && is_c == 1 { Method::DepthwiseInterleaved } else { Method::Interleaved })
+            }
+            _ => Err(Error::NotSupported(format!("conv2d: output strides {:?} are not a dense layout", self.output_strides))),
+        }
+    }
+
+    /// Writes the bias (or zeros) to every output element.
+    fn fill_output(&self, bias: Option<&[f32]>, out: &mut [f32]) {
+        let [os_n, os_c, os_h, os_w] = self.output_strides;
+        let [out_h, out_w] = self.output_size;
+        for n in 0..self.batches {
+            for oc in 0..self.output_channels {
+                let value = bias.map_or(0.0, |b| b[oc]);
+                for oy in 0..out_h {
+                    let row = n * os_n + oc * os_c + oy * os_h;
+                    (0..out_w).for_each(|ox| out[row + ox * os_w] = value);
+                }
+            }
+        }
+    }
+
+    /// Rearranges a conv2d filter in the order `method` reads it.
+    fn pack_filter(&self, method: Method, filter: &[f32], weights: &mut [f32]) {
+        let [fs_o, fs_i, fs_h, fs_w] = self.filter_strides;
+        let [out_c, in_per_group, k_h, k_w] = self.filter_dims();
+        for oc in 0..out_c {
+            for ic in 0..in_per_group {
+                for fh in 0..k_h {
+                    for fw in 0..k_w {
+                        let to = match method {
+                            Method::Planar | Method::DepthwisePlanar => ((oc * in_per_group + ic) * k_h + fh) * k_w + fw,
+                            Method::Interleaved => ((oc * k_h + fh) * k_w + fw) * in_per_group + ic,
+                            Method::DepthwiseInterleaved => (fh * k_w + fw) * out_c + oc,
+                        };
+                        weights[to] = filter[oc * fs_o + ic * fs_i + fh * fs_h + fw * fs_w];
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rearranges a convTranspose2d filter as one matrix per group: rows `(oc, kh, kw)` (the
+    /// group's output channels), columns the group's input channels.
+    fn pack_transposed_filter(&self, filter: &[f32], weights: &mut [f32]) {
+        let [fs_i, fs_o, fs_h, fs_w] = self.filter_strides;
+        let [_, per_group, k_h, k_w] = self.filter_dims();
+        let rows = per_group * k_h * k_w;
+        for group in 0..self.groups {
+            let (first, end) = self.group_channels(group);
+            let matrix = &mut weights[rows * first..rows * end];
+            for (ci, c) in (first..end).enumerate() {
+                for oc in 0..per_group {
+                    for fh in 0..k_h {
+                        for fw in 0..k_w {
+                            let row = (oc * k_h + fh) * k_w + fw;
+                            matrix[row * (end - first) + ci] = filter[c * fs_i + oc * fs_o + fh * fs_h + fw * fs_w];
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// conv2d with the filter rearranged for `method`.
+    fn run(&self, method: Method, input: &[f32], weights: &[f32], bias: Option<&[f32]>, out: &mut [f32]) -> Result<()> {
+        self.check_operands(input, bias, out)?;
+        if weights.len() < self.filter_len() {
+            return Err(Error::Operation("conv2d: the packed filter is too short".into()));
+        }
+        if self.output_is_empty() {
+            return Ok(());
+        }
+        match method {
+            Method::DepthwisePlanar => self.depthwise_planar(input, weights, bias, out),
+            Method::DepthwiseInterleaved => self.depthwise_interleaved(input, weights, bias, out),
+            Method::Planar | Method::Interleaved => {
+                if let Some(bias) = bias {
+                    self.fill_output(Some(bias), out);
+                }
+                self.gemm(method, input, weights, bias.is_some(), out)
+            }
+        }
+    }
+
+    /// conv2d by GEMM per batch and group, through im2col unless the filter is pointwise.
+    fn gemm(&self, method: Method, input: &[f32], weights: &[f32], accumulate: bool, out: &mut [f32]) -> Result<()> {
+        let [is_n, is_c, is_h, is_w] = self.input_strides;
+        let [os_n, os_c, os_h, os_w] = self.output_strides;
+        let [in_h, in_w] = self.input_size;
+        let [out_h, out_w] = self.output_size;
+        let [_, in_per_group, k_h, k_w] = self.filter_dims();
+        let per_group = self.output_channels / self.groups;
+        let depth = in_per_group * k_h * k_w;
+        let planar = method == Method::Planar;
+        // A 1x1 filter at stride 1 without padding reads the input's pixels as they lie.
+        let pointwise = self.filter_size == [1, 1]
+            && self.strides == [1, 1]
+            && self.padding == [0, 0]
+            && [out_h, out_w] == [in_h, in_w]
+            && is_h == in_w * is_w;
+        let row_len = self.scratch_len(depth, out_w)?;
+        let tile_rows = if pointwise { out_h } else { (COLUMN_FLOATS / row_len.max(1)).clamp(1, out_h) };
+        let columns_len = if pointwise { 0 } else { self.scratch_len(row_len, tile_rows)? };
+        scratch::with(Slot::Columns, columns_len, |columns| {
+            for n in 0..self.batches {
+                for group in 0..self.groups {
+                    // The group's filter: `[Cout x K]` rows (planar) or its transpose (interleaved).
+                    let filter = Matrix {
+                        data: weights,
+                        offset: group * per_group * depth,
+                        rows: per_group,
+                        cols: depth,
+                        row_stride: depth,
+                        col_stride: 1,
+                    };
+                    let input_start = n * is_n + group * in_per_group * is_c;
+                    for oy0 in (0..out_h).step_by(tile_rows) {
+                        let pixels = tile_rows.min(out_h - oy0) * out_w;
+                        let columns = if pointwise {
+                            let [row_stride, col_stride] = if planar { [is_c, is_w] } else { [is_w, is_c] };
+                            let (rows, cols) = if planar { (in_per_group, pixels) } else { (pixels, in_per_group) };
+                            Matrix { data: input, offset: input_start, rows, cols, row_stride, col_stride }
+                        } else if planar {
+                            let columns = &mut columns[..depth * pixels];
+                            self.im2col_planar(input, input_start, oy0, columns);
+                            Matrix::row_major(columns, depth, pixels)
+                        } else {
+                            let columns = &mut columns[..depth * pixels];
+                            self.im2col_interleaved(input, input_start, oy0, in_per_group, columns);
+                            Matrix::row_major(columns, pixels, depth)
+                        };
+                        let start = n * os_n + group * per_group * os_c + oy0 * os_h;
+                        let out = out.get_mut(start..).unwrap_or_default();
+                        if planar {
+                            gemm(filter, columns, 1.0, out, os_c, accumulate)?;
+                        } else {
+                            gemm(columns, filter.t(), 1.0, out, os_w, accumulate)?;
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// im2col for the planar product: row `(ic, kh, kw)` holds the input value each output
+    /// pixel of the tile (rows from `oy0`) reads through that tap, 0 in the padding.
+    fn im2col_planar(&self, input: &[f32], input_start: usize, oy0: usize, columns: &mut [f32]) {
+        let [_, is_c, is_h, is_w] = self.input_strides;
+        let [in_h, in_w] = self.input_size;
+        let out_w = self.output_size[1];
+        let [_, in_per_group, k_h, k_w] = self.filter_dims();
+        let [stride_h, stride_w] = self.strides;
+        let pixels = columns.len() / (in_per_group * k_h * k_w).max(1);
+        let mut rows = columns.chunks_exact_mut(pixels.max(1));
+        for ic in 0..in_per_group {
+            for fh in 0..k_h {
+                for fw in 0..k_w {
+                    let Some(row) = rows.next() else { return };
+                    let x_offset = fw as i64 * self.dilations[1] - self.padding[1];
+                    let (lo, hi) = valid_range(out_w, stride_w, x_offset, in_w);
+                    for (ty, row) in row.chunks_exact_mut(out_w).enumerate() {
+                        let iy = (oy0 + ty) as i64 * stride_h + fh as i64 * self.dilations[0] - self.padding[0];
+                        if iy < 0 || iy >= in_h as i64 || lo >= hi {
+                            row.fill(0.0);
+                            continue;
+                        }
+                        row[..lo].fill(0.0);
+                        row[hi..].fill(0.0);
+                        let start = input_start + ic * is_c + iy as usize * is_h;
+                        let ix0 = (lo as i64 * stride_w + x_offset) as usize;
+                        if stride_w == 1 && is_w == 1 {
+                            row[lo..hi].copy_from_slice(&input[start + ix0..start + ix0 + hi - lo]);
+                        } else {
+                            let step = stride_w as usize * is_w;
+                            for (j, value) in row[lo..hi].iter_mut().enumerate() {
+                                *value = input[start + ix0 * is_w + j * step];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// im2col for the interleaved product: row `p` (an output pixel of the tile from `oy0`)
+    /// holds the values its window reads, in the order `(kh, kw, ic)`, 0 in the padding.
+    fn im2col_interleaved(&self, input: &[f32], input_start: usize, oy0: usize, in_per_group: usize, columns: &mut [f32]) {
+        let [_, is_c, is_h, is_w] = self.input_strides;
+        let [in_h, in_w] = self.input_size;
+        let out_w = self.output_size[1];
+        let [k_h, k_w] = self.filter_size;
+        let [stride_h, stride_w] = self.strides;
+        let depth = in_per_group * k_h * k_w;
+        for (p, row) in columns.chunks_exact_mut(depth.max(1)).enumerate() {
+            let (oy, ox) = ((oy0 + p / out_w) as i64, (p % out_w) as i64);
+            let mut taps = row.chunks_exact_mut(in_per_group.max(1));
+            for fh in 0..k_h as i64 {
+                let iy = oy * stride_h + fh * self.dilations[0] - self.padding[0];
+                for fw in 0..k_w as i64 {
+                    let ix = ox * stride_w + fw * self.dilations[1] - self.padding[1];
+                    let Some(tap) = taps.next() else { return };
+                    if iy < 0 || iy >= in_h as i64 || ix < 0 || ix >= in_w as i64 {
+                        tap.fill(0.0);
+                        continue;
+                    }
+                    let start = input_start + iy as usize * is_h + ix as usize * is_w;
+                    if is_c == 1 {
+                        tap.copy_from_slice(&input[start..start + tap.len()]);
+                    } else {
+                        tap.iter_mut().enumerate().for_each(|(ic, v)| *v = input[start + ic * is_c]);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Depthwise conv2d (nchw): for each tap, the output row adds the weight times the input
+    /// row it reads, a contiguous run at stride 1.
+    fn depthwise_planar(&self, input: &[f32], weights: &[f32], bias: Option<&[f32]>, out: &mut [f32]) -> Result<()> {
+        let [is_n, is_c, is_h, _] = self.input_strides;
+        let [os_n, os_c, os_h, _] = self.output_strides;
+        let [in_h, in_w] = self.input_size;
+        let [out_h, out_w] = self.output_size;
+        let [k_h, k_w] = self.filter_size;
+        let [stride_h, stride_w] = self.strides;
+        let multiplier = self.output_channels / self.input_channels;
+        for n in 0..self.batches {
+            for oc in 0..self.output_channels {
+                let taps = &weights[oc * k_h * k_w..(oc + 1) * k_h * k_w];
+                let channel_start = n * is_n + oc / multiplier * is_c;
+                for oy in 0..out_h {
+                    let row = &mut out[n * os_n + oc * os_c + oy * os_h..][..out_w];
+                    row.fill(bias.map_or(0.0, |b| b[oc]));
+                    for fh in 0..k_h {
+                        let iy = oy as i64 * stride_h + fh as i64 * self.dilations[0] - self.padding[0];
+                        if iy < 0 || iy >= in_h as i64 {
+                            continue;
+                        }
+                        let start = channel_start + iy as usize * is_h;
+                        for fw in 0..k_w {
+                            let weight = taps[fh * k_w + fw];
+                            let x_offset = fw as i64 * self.dilations[1] - self.padding[1];
+                            let (lo, hi) = valid_range(out_w, stride_w, x_offset, in_w);
+                            if lo >= hi {
+                                continue;
+                            }
+                            let ix0 = start + (lo as i64 * stride_w + x_offset) as usize;
+                            if stride_w == 1 {
+                                let source = &input[ix0..ix0 + hi - lo];
+                                row[lo..hi].iter_mut().zip(source).for_each(|(o, &x)| *o += weight * x);
+                            } else {
+                                let step = stride_w as usize;
+                                for (j, o) in row[lo..hi].iter_mut().enumerate() {
+                                    *o += weight * input[ix0 + j * step];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Depthwise conv2d (nhwc): each output pixel's channels add the weights of a tap times the
+    /// input pixel's channels, each repeated `multiplier` times.
+    fn depthwise_interleaved(&self, input: &[f32], weights: &[f32], bias: Option<&[f32]>, out: &mut [f32]) -> Result<()> {
+        let [is_n, _, is_h, is_w] = self.input_strides;
+        let [os_n, _, os_h, os_w] = self.output_strides;
+        let [in_h, in_w] = self.input_size;
+        let [out_h, out_w] = self.output_size;
+        let [k_h, k_w] = self.filter_size;
+        let [stride_h, stride_w] = self.strides;
+        let (in_c, out_c) = (self.input_channels, self.output_channels);
+        let multiplier = out_c / in_c;
+        for n in 0..self.batches {
+            for oy in 0..out_h {
+                for ox in 0..out_w {
+                    let pixel = &mut out[n * os_n + oy * os_h + ox * os_w..][..out_c];
+                    match bias {
+                        Some(bias) => pixel.copy_from_slice(&bias[..out_c]),
+                        None => pixel.fill(0.0),
+                    }
+                    for fh in 0..k_h {
+                        let iy = oy as i64 * stride_h + fh as i64 * self.dilations[0] - self.padding[0];
+                        if iy < 0 || iy >= in_h as i64 {
+                            continue;
+                        }
+                        for fw in 0..k_w {
+                            let ix = ox as i64 * stride_w + fw as i64 * self.dilations[1] - self.padding[1];
+                            if ix < 0 || ix >= in_w as i64 {
+                                continue;
+                            }
+                            let source = &input[n * is_n + iy as usize * is_h + ix as usize * is_w..][..in_c];
+                            let taps = &weights[(fh * k_w + fw) * out_c..][..out_c];
+                            if multiplier == 1 {
+                                for ((o, &x), &w) in pixel.iter_mut().zip(source).zip(taps) {
+                                    *o += x * w;
+                                }
+                            } else {
+                                let outputs = pixel.chunks_exact_mut(multiplier).zip(taps.chunks_exact(multiplier));
+                                for ((o, w), &x) in outputs.zip(source) {
+                                    o.iter_mut().zip(w).for_each(|(o, &w)| *o += x * w);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// col2im of convTranspose2d: adds row `(oc, kh, kw)` of `columns` (input pixels from row
+    /// `iy0`) to the output pixels `iy * stride - padding + kh * dilation` they reach.
+    fn col2im(&self, columns: &[f32], n: usize, first_channel: usize, iy0: usize, out: &mut [f32]) {
+        let [os_n, os_c, os_h, os_w] = self.output_strides;
+        let in_w = self.input_size[1];
+        let [out_h, out_w] = self.output_size;
+        let [k_h, k_w] = self.filter_size;
+        let [stride_h, stride_w] = self.strides;
+        let pixels = columns.len() / (self.output_channels / self.groups * k_h * k_w).max(1);
+        for (r, row) in columns.chunks_exact(pixels.max(1)).enumerate() {
+            let (oc, fh, fw) = (first_channel + r / (k_h * k_w), (r / k_w) % k_h, r % k_w);
+            let x_offset = fw as i64 * self.dilations[1] - self.padding[1];
+            let (lo, hi) = valid_range(in_w, stride_w, x_offset, out_w);
+            for (ty, row) in row.chunks_exact(in_w).enumerate() {
+                let oy = (iy0 + ty) as i64 * stride_h + fh as i64 * self.dilations[0] - self.padding[0];
+                if oy < 0 || oy >= out_h as i64 {
+                    continue;
+                }
+                let start = n * os_n + oc * os_c + oy as usize * os_h;
+                for (ix, &value) in row.iter().enumerate().take(hi).skip(lo) {
+                    out[start + (ix as i64 * stride_w + x_offset) as usize * os_w] += value;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! Float32 matrix products: a packed, register-blocked GEMM (the BLIS loop order: B blocks of
+//! `KC x NC` and A blocks of `MC x KC` packed into panels, an `MR x NR` micro-kernel over them),
+//! streaming GEMV paths for a single row or column, and WebNN's `matmul` and `gemm` on top.
+//!
+//! The micro-kernel is `core::arch::wasm32` SIMD128 when the wasm build enables `simd128`, and
+//! plain Rust over fixed-size arrays that LLVM vectorises otherwise. Every entry point checks
+//! that its views stay inside their slices and returns an error instead of panicking.
+
+use crate::error::{Error, Result};
+
+use super::scratch::{self, Slot};
+
+/// Rows of the micro-kernel's output tile.
+const MR: usize = 6;
+/// Columns of the micro-kernel's output tile: two 4-lane vectors.
+const NR: usize = 8;
+/// Depth of a packed block: an `MR x KC` A panel and a `KC x NR` B panel stay in L1.
+const KC: usize = 256;
+/// Rows of a packed A block (a multiple of `MR`), which stays in L2.
+const MC: usize = 72;
+/// Columns of a packed B block (a multiple of `NR`).
+const NC: usize = 1024;
+/// Columns of the output that the row-streaming GEMV accumulates at a time (in L1).
+const GEMV_COLUMNS: usize = 2048;
+
+/// A read-only matrix view: element (i, j) is `data[offset + i*row_stride + j*col_stride]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Matrix<'a> {
+    pub data: &'a [f32],
+    pub offset: usize,
+    pub rows: usize,
+    pub cols: usize,
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+impl<'a> Matrix<'a> {
+    /// A dense row-major `rows x cols` matrix at the start of `data`.
+    pub fn row_major(data: &'a [f32], rows: usize, cols: usize) -> Matrix<'a> {
+        Matrix { data, offset: 0, rows, cols, row_stride: cols, col_stride: 1 }
+    }
+
+    /// The transpose, without copying.
+    pub fn t(self) -> Matrix<'a> {
+        Matrix { rows: self.cols, cols: self.rows, row_stride: self.col_stride, col_stride: self.row_stride, ..self }
+    }
+
+    /// Checks that every element lies inside `data`.
+    fn check(&self, what: &str) -> Result<()> {
+        if self.rows == 0 || self.cols == 0 {
+            return Ok(());
+        }
+        let last = (self.rows - 1)
+            .checked_mul(self.row_stride)
+            .and_then(|r| (self.cols - 1).checked_mul(self.col_stride).and_then(|c| r.checked_add(c)))
+            .and_then(|i| i.checked_add(self.offset));
+        match last {
+            Some(last) if last < self.data.len() => Ok(()),
+            _ => Err(Error::Operation(format!(
+                "gemm: {what} ({} x {} at offset {}, strides {} and {}) exceeds its {} elements",
+                self.rows,
+                self.cols,
+                self.offset,
+                self.row_stride,
+                self.col_stride,
+                self.data.len()
+            ))),
+        }
+    }
+
+    fn index(&self, i: usize, j: usize) -> usize {
+        self.offset + i * self.row_stride + j * self.col_stride
+    }
+}
+
+/// `C[m x n] (+)= alpha * A[m x k] * B[k x n]`, C row-major with row stride `ldc`; with
+/// `accumulate` the product is added to C (gemm's `beta * C`, filled in by the caller), otherwise
+/// C is overwritten.
+pub fn gemm(a: Matrix, b: Matrix, alpha: f32, c: &mut [f32], ldc: usize, accumulate: bool) -> Result<()> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if b.rows != k {
+        return Err(Error::Operation(format!("gemm: a has {k} columns but b has {} rows", b.rows)));
+    }
+    a.check("a")?;
+    b.check("b")?;
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let fits = (m - 1).checked_mul(ldc).and_then(|i| i.checked_add(n)).is_some_and(|end| end <= c.len());
+    if (m > 1 && ldc < n) || !fits {
+        return Err(Error::Operation(format!("gemm: a {m} x {n} output with row stride {ldc} exceeds {} elements", c.len())));
+    }
+    if k == 0 {
+        if !accumulate {
+            (0..m).for_each(|i| c[i * ldc..i * ldc + n].fill(0.0));
+        }
+        return Ok(());
+    }
+    // One output row: x = that row of A, streamed against B; one output column: the transposed
+    // problem, x = the column of B against A's transpose, written down C's column.
+    if m == 1 && gemv(a.offset, a.col_stride, a.data, b, alpha, c, 1, accumulate)? {
+        return Ok(());
+    }
+    if n == 1 && gemv(b.offset, b.row_stride, b.data, a.t(), alpha, c, ldc, accumulate)? {
+        return Ok(());
+    }
+    packed(a, b, alpha, c, ldc, accumulate)
+}
+
+/// `y[j * y_stride] (+)= alpha * sum_p x[p] * mat[p, j]` where `x[p]` is
+/// `x_data[x_offset + p * x_stride]`. Returns false (nothing done) when `mat` has no unit stride
+/// to stream along, leaving the product to the packed path.
+#[allow(clippy::too_many_arguments)]
+fn gemv(
+    x_offset: usize,
+    x_stride: usize,
+    x_data: &[f32],
+    mat: Matrix,
+    alpha: f32,
+    y: &mut [f32],
+    y_stride: usize,
+    accumulate: bool,
+) -> Result<bool> {
+    let (k, n) = (mat.rows, mat.cols);
+    if mat.col_stride == 1 && y_stride == 1 {
+        // Rows of `mat` are contiguous: y += (alpha * x[p]) * row p, four rows per pass over a
+        // block of y that stays in L1.
+        let y = &mut y[..n];
+        if !accumulate {
+            y.fill(0.0);
+        }
+        let x = |p: usize| alpha * x_data[x_offset + p * x_stride];
+        for j0 in (0..n).step_by(GEMV_COLUMNS) {
+            let y = &mut y[j0..n.min(j0 + GEMV_COLUMNS)];
+            let width = y.len();
+            let row = |p: usize| &mat.data[mat.index(p, j0)..][..width];
+            let mut p = 0;
+            while p + 4 <= k {
+                let (x0, x1, x2, x3) = (x(p), x(p + 1), x(p + 2), x(p + 3));
+                let (r0, r1, r2, r3) = (row(p), row(p + 1), row(p + 2), row(p + 3));
+                for (j, out) in y.iter_mut().enumerate() {
+                    *out += x0 * r0[j] + x1 * r1[j] + x2 * r2[j] + x3 * r3[j];
+                }
+                p += 4;
+            }
+            for p in p..k {
+                let (xp, r) = (x(p), row(p));
+                y.iter_mut().zip(r).for_each(|(out, &v)| *out += xp * v);
+            }
+        }
+        return Ok(true);
+    }
+    if mat.row_stride == 1 {
+        // Columns of `mat` are contiguous: one dot product per output, x gathered once.
+        return scratch::with(Slot::Pack, k, |xs| {
+            for (p, v) in xs.iter_mut().enumerate() {
+                *v = x_data[x_offset + p * x_stride];
+            }
+            for j in 0..n {
+                let column = &mat.data[mat.index(0, j)..][..k];
+                let out = &mut y[j * y_stride];
+                let value = alpha * dot(xs, column);
+                *out = if accumulate { *out + value } else { value };
+            }
+            Ok(true)
+        });
+    }
+    Ok(false)
+}
+
+/// A dot product over 16 independent lanes, which LLVM turns into four vector accumulators.
+fn dot(x: &[f32], y: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 16];
+    let (xc, yc) = (x.chunks_exact(16), y.chunks_exact(16));
+    let tail: f32 = xc.remainder().iter().zip(yc.remainder()).map(|(a, b)| a * b).sum();
+    for (xs, ys) in xc.zip(yc) {
+        for ((l, a), b) in lanes.iter_mut().zip(xs).zip(ys) {
+            *l += a * b;
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
+/// The blocked product: B blocks packed once per `(jc, pc)`, A blocks once per `(jc, pc, ic)`,
+/// the micro-kernel over every `MR x NR` tile of the block.
+fn packed(a: Matrix, b: Matrix, alpha: f32, c: &mut [f32], ldc: usize, accumulate: bool) -> Result<()> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    // Equal depth blocks, so that k = KC + 1 does not leave a block of depth 1.
+    let kc_max = k.div_ceil(k.div_ceil(KC));
+    let mc_max = m.min(MC).next_multiple_of(MR);
+    let nc_max = n.min(NC).next_multiple_of(NR);
+    scratch::with(Slot::Pack, (mc_max + nc_max) * kc_max, |buffer| {
+        let (a_pack, b_pack) = buffer.split_at_mut(mc_max * kc_max);
+        for jc in (0..n).step_by(NC) {
+            let nc = NC.min(n - jc);
+            for pc in (0..k).step_by(kc_max) {
+                let kc = kc_max.min(k - pc);
+                pack_b(&b, pc, kc, jc, nc, b_pack);
+                // Blocks after the first depth block add to what the first wrote.
+                let add = accumulate || pc > 0;
+                for ic in (0..m).step_by(MC) {
+                    let mc = MC.min(m - ic);
+                    pack_a(&a, ic, mc, pc, kc, a_pack);
+                    for jr in (0..nc).step_by(NR) {
+                        let b_panel = &b_pack[jr * kc..(jr + NR) * kc];
+                        for ir in (0..mc).step_by(MR) {
+                            let tile = micro_kernel(&a_pack[ir * kc..(ir + MR) * kc], b_panel);
+                            let rows = MR.min(mc - ir);
+                            let cols = NR.min(nc - jr);
+                            store(&tile, alpha, c, (ic + ir) * ldc + jc + jr, ldc, rows, cols, add);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Packs rows `ic..ic + mc`, columns `pc..pc + kc` of A as panels of `MR` rows, each stored
+/// column by column (`MR` values per step of k), the last panel padded with zero rows.
+fn pack_a(a: &Matrix, ic: usize, mc: usize, pc: usize, kc: usize, dst: &mut [f32]) {
+    for (panel, i0) in (0..mc).step_by(MR).enumerate() {
+        let dst = &mut dst[panel * MR * kc..(panel + 1) * MR * kc];
+        let rows = MR.min(mc - i0);
+        if rows < MR {
+            dst.fill(0.0);
+        }
+        for i in 0..rows {
+            let start = a.index(ic + i0 + i, pc);
+            if a.col_stride == 1 {
+                let src = &a.data[start..start + kc];
+                dst.iter_mut().skip(i).step_by(MR).zip(src).for_each(|(d, &s)| *d = s);
+            } else {
+                for (p, d) in dst.iter_mut().skip(i).step_by(MR).enumerate() {
+                    *d = a.data[start + p * a.col_stride];
+                }
+            }
+        }
+    }
+}
+
+/// Packs rows `pc..pc + kc`, columns `jc..jc + nc` of B as panels of `NR` columns, each stored
+/// row by row (`NR` values per step of k), the last panel padded with zero columns.
+fn pack_b(b: &Matrix, pc: usize, kc: usize, jc: usize, nc: usize, dst: &mut [f32]) {
+    for (panel, j0) in (0..nc).step_by(NR).enumerate() {
+        let dst = &mut dst[panel * NR * kc..(panel + 1) * NR * kc];
+        let cols = NR.min(nc - j0);
+        if b.col_stride == 1 {
+            for (p, d) in dst.chunks_exact_mut(NR).enumerate() {
+                let start = b.index(pc + p, jc + j0);
+                let source = &b.data[start..start + cols];
+                // A whole panel row is one fixed-size copy rather than a `memcpy` call.
+                match (<&mut [f32; NR]>::try_from(&mut *d), <&[f32; NR]>::try_from(source)) {
+                    (Ok(d), Ok(source)) => *d = *source,
+                    _ => {
+                        d[..cols].copy_from_slice(source);
+                        d[cols..].fill(0.0);
+                    }
+                }
+            }
+        } else {
+            if cols < NR {
+                dst.fill(0.0);
+            }
+            for j in 0..cols {
+                let start = b.index(pc, jc + j0 + j);
+                for (p, d) in dst.iter_mut().skip(j).step_by(NR).enumerate() {
+                    *d = b.data[start + p * b.row_stride];
+                }
+            }
+        }
+    }
+}
+
+/// Writes the `rows x cols` corner of a tile to C at `start`, scaled by alpha.
+#[allow(clippy::too_many_arguments)]
+fn store(tile: &[[f32; NR]; MR], alpha: f32, c: &mut [f32], start: usize, ldc: usize, rows: usize, cols: usize, add: bool) {
+    for (i, values) in tile.iter().enumerate().take(rows) {
+        let out = &mut c[start + i * ldc..][..cols];
+        if add {
+            out.iter_mut().zip(values).for_each(|(o, &v)| *o += alpha * v);
+        } else {
+            out.iter_mut().zip(values).for_each(|(o, &v)| *o = alpha * v);
+        }
+    }
+}
+
+/// The `MR x NR` product of an A panel (`MR` values per step) and a B panel (`NR` per step).
+/// Constant-bound index loops (not iterators) are what LLVM reliably unrolls into `MR * NR / 4`
+/// vector accumulators; not inlined, since inside the blocking loops it spills them.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+#[inline(never)]
+#[allow(clippy::needless_range_loop)]
+fn micro_kernel(a: &[f32], b: &[f32]) -> [[f32; NR]; MR] {
+    let mut acc = [[0.0f32; NR]; MR];
+    for (a, b) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
+        let (Ok(a), Ok(b)) = (<&[f32; MR]>::try_from(a), <&[f32; NR]>::try_from(b)) else { continue };
+        for i in 0..MR {
+            for j in 0..NR {
+                acc[i][j] += a[i] * b[j];
+            }
+        }
+    }
+    acc
+}
+
+/// The `MR x NR` product of an A panel (`MR` values per step) and a B panel (`NR` per step):
+/// `MR x 2` vector accumulators, one splat of A and two loads of B per row and step.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[inline(never)]
+fn micro_kernel(a: &[f32], b: &[f32]) -> [[f32; NR]; MR] {
+    use core::arch::wasm32::{f32x4_add, f32x4_mul, f32x4_splat, v128, v128_load, v128_store};
+    const _: () = assert!(NR == 8, "the SIMD128 micro-kernel holds a row in two vectors");
+    let mut acc = [[f32x4_splat(0.0); 2]; MR];
+    for (a, b) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
+        // SAFETY: `b` holds NR = 8 floats, so both unaligned 16-byte loads are in bounds.
+        let (b0, b1) = unsafe { (v128_load(b.as_ptr().cast::<v128>()), v128_load(b.as_ptr().add(4).cast::<v128>())) };
+        for (row, &ai) in acc.iter_mut().zip(a) {
+            let ai = f32x4_splat(ai);
+            row[0] = f32x4_add(row[0], f32x4_mul(ai, b0));
+            row[1] = f32x4_add(row[1], f32x4_mul(ai, b1));
+        }
+    }
+    let mut tile = [[0.0f32; NR]; MR];
+    for (out, row) in tile.iter_mut().zip(&acc) {
+        // SAFETY: `out` holds 8 floats, so both unaligned 16-byte stores are in bounds.
+        unsafe {
+            v128_store(out.as_mut_ptr().cast::<v128>(), row[0]);
+            v128_store(out.as_mut_ptr().add(4).cast::<v128>(), row[1]);
+        }
+    }
+    tile
+}
+
+/// The element count of `shape`, or an error if it overflows.
+fn element_count(what: &str, shape: &[u32]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d as usize))
+        .ok_or_else(|| Error::Operation(format!("{what}: the shape {shape:?} has too many elements")))
+}
+
+fn check_len(what: &str, shape: &[u32], len: usize) -> Result<usize> {
+    let count = element_count(what, shape)?;
+    if count != len {
+        return Err(Error::Operation(format!("{what}: shape {shape:?} needs {count} elements but has {len}")));
+    }
+    Ok(count)
+}
+
+/// WebNN matmul: `a` of shape `[..., M, K]`, `b` of `[..., K, N]`, batch dimensions broadcast
+/// (numpy rules, the shorter left-padded with 1s); `out` is the broadcast `[..., M, N]`.
+pub fn matmul(a: &[f32], a_shape: &[u32], b: &[f32], b_shape: &[u32], out: &mut [f32]) -> Result<()> {
+    let (ra, rb) = (a_shape.len(), b_shape.len());
+    if ra < 2 || rb < 2 {
+        return Err(Error::Operation(format!("matmul: a {a_shape:?} and b {b_shape:?} must have rank 2 or more")));
+    }
+    let (m, k) = (a_shape[ra - 2] as usize, a_shape[ra - 1] as usize);
+    let n = b_shape[rb - 1] as usize;
+    if b_shape[rb - 2] as usize != k {
+        return Err(Error::Operation(format!("matmul: a {a_shape:?} and b {b_shape:?} differ in K")));
+    }
+    check_len("matmul a", a_shape, a.len())?;
+    check_len("matmul b", b_shape, b.len())?;
+    // The broadcast batch shape, with each operand's element stride along it (0 where broadcast).
+    let rank = ra.max(rb) - 2;
+    let mut batch = vec![1usize; rank];
+    let (mut a_strides, mut b_strides) = (vec![0usize; rank], vec![0usize; rank]);
+    let (mut a_step, mut b_step) = (m * k, k * n);
+    for axis in (0..rank).rev() {
+        let dim = |shape: &[u32]| (axis + shape.len()).checked_sub(rank + 2).map_or(1, |i| shape[i] as usize);
+        let (da, db) = (dim(a_shape), dim(b_shape));
+        if da != db && da != 1 && db != 1 {
+            return Err(Error::Operation(format!("matmul: the batches of a {a_shape:?} and b {b_shape:?} do not broadcast")));
+        }
+        batch[axis] = if da == 1 { db } else { da };
+        if da != 1 {
+            a_strides[axis] = a_step;
+        }
+        if db != 1 {
+            b_strides[axis] = b_step;
+        }
+        (a_step, b_step) = (a_step * da, b_step * db);
+    }
+    let mut out_shape: Vec<u32> = batch.iter().map(|&d| d as u32).collect();
+    out_shape.extend([m as u32, n as u32]);
+    check_len("matmul output", &out_shape, out.len())?;
+    let batches: usize = batch.iter().product();
+    // A single B (no batch of its own) against a batch of A is one product of all A's rows.
+    if b_step == k * n && a_step == batches * m * k {
+        return gemm(Matrix::row_major(a, batches * m, k), Matrix::row_major(b, k, n), 1.0, out, n, false);
+    }
+    for (index, c) in out.chunks_exact_mut((m * n).max(1)).enumerate().take(batches) {
+        let (mut rest, mut a_offset, mut b_offset) = (index, 0, 0);
+        for axis in (0..rank).rev() {
+            let coord = rest % batch[axis];
+            rest /= batch[axis];
+            a_offset += coord * a_strides[axis];
+            b_offset += coord * b_strides[axis];
+        }
+        let a = Matrix { offset: a_offset, ..Matrix::row_major(a, m, k) };
+        let b = Matrix { offset: b_offset, ..Matrix::row_major(b, k, n) };
+        gemm(a, b, 1.0, c, n, false)?;
+    }
+    Ok(())
+}
+
+/// WebNN gemm (2-D): `out = alpha * op(A) * op(B) + beta * C`, op transposing when its flag is
+/// set, C (shape `[]`, `[N]`, `[1, N]`, `[M, 1]`, `[M, N]`, ...) broadcast to `[M, N]`.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_op(
+    a: &[f32],
+    a_shape: &[u32],
+    b: &[f32],
+    b_shape: &[u32],
+    c: Option<(&[f32], &[u32])>,
+    alpha: f32,
+    beta: f32,
+    a_transpose: bool,
+    b_transpose: bool,
+    out: &mut [f32],
+) -> Result<()> {
+    let (&[a0, a1], &[b0, b1]) = (a_shape, b_shape) else {
+        return Err(Error::Operation(format!("gemm: a {a_shape:?} and b {b_shape:?} must have rank 2")));
+    };
+    check_len("gemm a", a_shape, a.len())?;
+    check_len("gemm b", b_shape, b.len())?;
+    let (a0, a1, b0, b1) = (a0 as usize, a1 as usize, b0 as usize, b1 as usize);
+    let a = if a_transpose { Matrix::row_major(a, a0, a1).t() } else { Matrix::row_major(a, a0, a1) };
+    let b = if b_transpose { Matrix::row_major(b, b0, b1).t() } else { Matrix::row_major(b, b0, b1) };
+    let (m, n) = (a.rows, b.cols);
+    check_len("gemm output", &[m as u32, n as u32], out.len())?;
+    if let Some((c, c_shape)) = c {
+        check_len("gemm c", c_shape, c.len())?;
+        // C's shape left-padded to [rows, cols], each 1 (broadcast) or the output's.
+        let dims = match *c_shape {
+            [] => [1, 1],
+            [cols] => [1, cols as usize],
+            [rows, cols] => [rows as usize, cols as usize],
+            _ => return Err(Error::Operation(format!("gemm: c {c_shape:?} has a rank above 2"))),
+        };
+        if !(dims[0] == 1 || dims[0] == m) || !(dims[1] == 1 || dims[1] == n) {
+            return Err(Error::Operation(format!("gemm: c {c_shape:?} does not broadcast to [{m}, {n}]")));
+        }
+        if n > 0 {
+            for (i, row) in out.chunks_exact_mut(n).enumerate() {
+                let c_row = &c[if dims[0] == 1 { 0 } else { i * dims[1] }..][..dims[1]];
+                match c_row {
+                    [value] => row.fill(beta * value),
+                    _ => row.iter_mut().zip(c_row).for_each(|(o, &v)| *o = beta * v),
+                }
+            }
+        }
+    }
+    gemm(a, b, alpha, out, n, c.is_some())
+}
