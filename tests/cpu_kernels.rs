@@ -1,0 +1,534 @@
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
+//! The CPU backend's float32 GEMM and convolution kernels against the crate's float64 references
+//! (`ops::reference`), over many shapes, every layout and option, and hostile lengths.
+//!
+//! Tolerance: a sum of `k` float32 products rounds once per product and once per addition, each
+//! error at most `u = 2^-24` times a partial sum, itself at most `S = sum |a_p * b_p|` (plus
+//! `|beta * c|` or `|bias|`). Those errors are independent roundings, so their sum stays within a
+//! few `sqrt(k) * u * S`; the check allows `(4 * sqrt(k) + 2) * u * S` per element, with `S`
+//! computed by the same reference on the inputs' absolute values. A dropped or repeated term
+//! (about `|a_p * b_p|`, typically 0.25) exceeds that by orders of magnitude.
+
+use webnn_wgpu::backend::cpu::kernels::conv2d::{self as conv, PackedFilter};
+use webnn_wgpu::backend::cpu::kernels::gemm::{self, Matrix};
+use webnn_wgpu::ops::conv2d::*;
+use webnn_wgpu::ops::matmul::{validate_gemm, validate_matmul, GemmOptions};
+use webnn_wgpu::ops::{self, HostTensor, Op};
+use webnn_wgpu::{DataType, OperandDescriptor};
+
+const SIZES: [usize; 12] = [1, 2, 3, 5, 7, 8, 16, 17, 33, 64, 100, 257];
+
+/// xorshift64*: deterministic values in [-1, 1].
+struct Rng(u64);
+
+impl Rng {
+    fn values(&mut self, count: usize) -> Vec<f32> {
+        (0..count)
+            .map(|_| {
+                self.0 ^= self.0 >> 12;
+                self.0 ^= self.0 << 25;
+                self.0 ^= self.0 >> 27;
+                let bits = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
+                (bits as f32 / (1u64 << 23) as f32) - 1.0
+            })
+            .collect()
+    }
+}
+
+fn descriptor(shape: &[u32]) -> OperandDescriptor {
+    OperandDescriptor::new(DataType::Float32, shape.to_vec())
+}
+
+fn tensor(shape: &[u32], values: &[f32], absolute: bool) -> HostTensor {
+    let data = values.iter().map(|&v| if absolute { v.abs() as f64 } else { v as f64 }).collect();
+    HostTensor::new(descriptor(shape), data).unwrap()
+}
+
+/// The reference's output, and its output on absolute values (the error scale `S`).
+fn reference(op: &Op, abs_op: &Op, inputs: &[(&[u32], &[f32])], output: &OperandDescriptor) -> (Vec<f64>, Vec<f64>) {
+    let run = |op: &Op, absolute: bool| {
+        let tensors: Vec<HostTensor> = inputs.iter().map(|(s, v)| tensor(s, v, absolute)).collect();
+        ops::reference(op, &tensors, std::slice::from_ref(output)).unwrap().remove(0).data
+    };
+    (run(op, false), run(abs_op, true))
+}
+
+/// The first element outside the tolerance, if any.
+fn mismatch(got: &[f32], expected: &[f64], scale: &[f64], k: usize) -> Option<String> {
+    if got.len() != expected.len() {
+        return Some(format!("{} elements, expected {}", got.len(), expected.len()));
+    }
+    let factor = (4.0 * (k as f64).sqrt() + 2.0) * f64::powi(2.0, -24);
+    (0..got.len()).find_map(|i| {
+        let error = (got[i] as f64 - expected[i]).abs();
+        // NaN errors fail too.
+        (error.is_nan() || error > factor * scale[i]).then(|| {
+            format!("element {i}: got {}, expected {} (error {error:e}, allowed {:e})", got[i], expected[i], factor * scale[i])
+        })
+    })
+}
+
+fn assert_close(what: &str, got: &[f32], expected: &[f64], scale: &[f64], k: usize) {
+    if let Some(m) = mismatch(got, expected, scale, k) {
+        panic!("{what}: {m}");
+    }
+}
+
+#[test]
+fn the_check_catches_one_wrong_element() {
+    let expected = vec![0.5, -0.25, 1.0];
+    let scale = vec![1.0; 3];
+    assert!(mismatch(&[0.5, -0.25, 1.0], &expected, &scale, 100).is_none());
+    assert!(mismatch(&[0.5, -0.2499, 1.0], &expected, &scale, 100).is_some());
+    assert!(mismatch(&[0.5, f32::NAN, 1.0], &expected, &scale, 100).is_some());
+}
+
+/// Runs matmul of the given shapes against the reference.
+fn check_matmul(rng: &mut Rng, a_shape: &[u32], b_shape: &[u32]) {
+    let output = validate_matmul(&[&descriptor(a_shape), &descriptor(b_shape)]).unwrap().remove(0);
+    let a = rng.values(descriptor(a_shape).element_count() as usize);
+    let b = rng.values(descriptor(b_shape).element_count() as usize);
+    let mut out = vec![f32::NAN; output.element_count() as usize];
+    gemm::matmul(&a, a_shape, &b, b_shape, &mut out).unwrap();
+    let (expected, scale) = reference(&Op::Matmul, &Op::Matmul, &[(a_shape, &a), (b_shape, &b)], &output);
+    let k = a_shape[a_shape.len() - 1] as usize;
+    assert_close(&format!("matmul {a_shape:?} x {b_shape:?}"), &out, &expected, &scale, k);
+}
+
+#[test]
+fn matmul_every_size() {
+    let mut rng = Rng(1);
+    for m in SIZES {
+        for n in SIZES {
+            for k in SIZES {
+                check_matmul(&mut rng, &[m as u32, k as u32], &[k as u32, n as u32]);
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_broadcasts_batches() {
+    let mut rng = Rng(2);
+    let cases: [(&[u32], &[u32]); 10] = [
+        (&[3, 5, 7], &[7, 4]),
+        (&[2, 3, 1, 17], &[17, 9]),
+        (&[5, 7], &[4, 7, 6]),
+        (&[2, 1, 5, 8], &[1, 3, 8, 6]),
+        (&[1, 4, 3], &[2, 3, 33]),
+        (&[2, 3, 4, 5], &[2, 3, 5, 2]),
+        (&[3, 1, 1, 2, 16], &[4, 1, 16, 1]),
+        (&[6, 1, 9], &[6, 9, 17]),
+        (&[2, 64, 100], &[2, 100, 1]),
+        (&[1, 1, 1, 3, 2], &[2, 5]),
+    ];
+    for (a, b) in cases {
+        check_matmul(&mut rng, a, b);
+    }
+}
+
+#[test]
+fn gemm_every_transpose_alpha_beta_and_c() {
+    let mut rng = Rng(3);
+    for (m, k, n) in [(5, 7, 3), (1, 33, 17), (17, 33, 1), (1, 1, 1), (64, 100, 33), (8, 257, 16)] {
+        let c_shapes: [Option<Vec<u32>>; 8] = [
+            None,
+            Some(vec![]),
+            Some(vec![1]),
+            Some(vec![n]),
+            Some(vec![1, n]),
+            Some(vec![m, 1]),
+            Some(vec![m, n]),
+            Some(vec![1, 1]),
+        ];
+        for (a_transpose, b_transpose) in [(false, false), (true, false), (false, true), (true, true)] {
+            for (alpha, beta) in [(1.0, 1.0), (0.5, 0.0), (-2.0, -0.75)] {
+                for c_shape in &c_shapes {
+                    let a_shape = if a_transpose { [k, m] } else { [m, k] };
+                    let b_shape = if b_transpose { [n, k] } else { [k, n] };
+                    let options = GemmOptions { alpha, beta, a_transpose, b_transpose, has_c: c_shape.is_some() };
+                    let abs_options = GemmOptions { alpha: alpha.abs(), beta: beta.abs(), ..options.clone() };
+                    let mut descriptors = vec![descriptor(&a_shape), descriptor(&b_shape)];
+                    descriptors.extend(c_shape.iter().map(|s| descriptor(s)));
+                    let refs: Vec<&OperandDescriptor> = descriptors.iter().collect();
+                    let output = validate_gemm(&options, &refs).unwrap().remove(0);
+                    let a = rng.values((m * k) as usize);
+                    let b = rng.values((k * n) as usize);
+                    let c = c_shape.as_ref().map(|s| rng.values(descriptor(s).element_count() as usize));
+                    let mut out = vec![f32::NAN; (m * n) as usize];
+                    let c_arg = c.as_deref().zip(c_shape.as_deref());
+                    let (alpha32, beta32) = (alpha as f32, beta as f32);
+                    gemm::gemm_op(&a, &a_shape, &b, &b_shape, c_arg, alpha32, beta32, a_transpose, b_transpose, &mut out)
+                        .unwrap();
+                    let mut inputs: Vec<(&[u32], &[f32])> = vec![(&a_shape, &a), (&b_shape, &b)];
+                    inputs.extend(c_arg.map(|(c, s)| (s, c)));
+                    let (expected, scale) = reference(&Op::Gemm(options), &Op::Gemm(abs_options), &inputs, &output);
+                    let what = format!("gemm {m}x{k}x{n} aT {a_transpose} bT {b_transpose} alpha {alpha} beta {beta} c {c_shape:?}");
+                    assert_close(&what, &out, &expected, &scale, k as usize);
+                }
+            }
+        }
+    }
+}
+
+/// The GEMM primitive over strided views (offsets, padded rows, transposed and column-strided
+/// operands) into a strided C, overwriting and accumulating, against a float64 loop.
+#[test]
+fn gemm_strided_views() {
+    let mut rng = Rng(4);
+    for (m, k, n) in [(7, 300, 19), (1, 64, 33), (33, 64, 1), (100, 17, 257), (6, 8, 8)] {
+        for (a_strides, b_strides) in [((k + 3, 1), (n + 1, 1)), ((1, m + 2), (1, k)), ((2 * k, 2), (3, 3 * k)), ((k, 1), (1, k + 5))] {
+            fn view(rows: usize, cols: usize, (row_stride, col_stride): (usize, usize), data: &[f32]) -> Matrix<'_> {
+                Matrix { data, offset: 5, rows, cols, row_stride, col_stride }
+            }
+            let a_data = rng.values(5 + (m - 1) * a_strides.0 + (k - 1) * a_strides.1 + 1);
+            let b_data = rng.values(5 + (k - 1) * b_strides.0 + (n - 1) * b_strides.1 + 1);
+            let (a, b) = (view(m, k, a_strides, &a_data), view(k, n, b_strides, &b_data));
+            let ldc = n + 2;
+            for accumulate in [false, true] {
+                let initial = rng.values(m * ldc);
+                let mut c = initial.clone();
+                gemm::gemm(a, b, -1.5, &mut c, ldc, accumulate).unwrap();
+                let (mut expected, mut scale) = (Vec::new(), Vec::new());
+                let mut got = Vec::new();
+                for i in 0..m {
+                    for j in 0..ldc {
+                        let at = |x: &Matrix, r: usize, s: usize| x.data[x.offset + r * x.row_stride + s * x.col_stride] as f64;
+                        let products = (0..k).map(|p| -1.5 * at(&a, i, p) * at(&b, p, j.min(n - 1)));
+                        let (sum, abs) = products.fold((0.0, 0.0), |(s, t), v| (s + v, t + v.abs()));
+                        let old = initial[i * ldc + j] as f64;
+                        let (value, size) = match (j < n, accumulate) {
+                            (false, _) => (old, 0.0),
+                            (true, false) => (sum, abs),
+                            (true, true) => (sum + old, abs + old.abs()),
+                        };
+                        expected.push(value);
+                        scale.push(size);
+                        got.push(c[i * ldc + j]);
+                    }
+                }
+                let what = format!("gemm {m}x{k}x{n} strides {a_strides:?} {b_strides:?} accumulate {accumulate}");
+                assert_close(&what, &got, &expected, &scale, k);
+            }
+        }
+    }
+}
+
+#[test]
+fn gemm_refuses_views_outside_their_slices() {
+    let data = vec![0.0f32; 12];
+    let a = Matrix::row_major(&data, 3, 4);
+    let b = Matrix::row_major(&data, 4, 3);
+    let mut c = vec![0.0f32; 9];
+    assert!(gemm::gemm(a, b, 1.0, &mut c, 3, false).is_ok());
+    assert!(gemm::gemm(Matrix { offset: 1, ..a }, b, 1.0, &mut c, 3, false).is_err());
+    assert!(gemm::gemm(Matrix { row_stride: 5, ..a }, b, 1.0, &mut c, 3, false).is_err());
+    assert!(gemm::gemm(a, Matrix { col_stride: usize::MAX, ..b }, 1.0, &mut c, 3, false).is_err());
+    assert!(gemm::gemm(a, b, 1.0, &mut c[..8], 3, false).is_err());
+    assert!(gemm::gemm(a, b, 1.0, &mut c, 2, false).is_err());
+    assert!(gemm::gemm(a, a, 1.0, &mut c, 3, false).is_err());
+    let mut out = vec![0.0f32; 9];
+    assert!(gemm::matmul(&data, &[3, 4], &data, &[4, 3], &mut out).is_ok());
+    assert!(gemm::matmul(&data[..11], &[3, 4], &data, &[4, 3], &mut out).is_err());
+    assert!(gemm::matmul(&data, &[3, 4], &data, &[3, 4], &mut out).is_err());
+    assert!(gemm::matmul(&data, &[2, 3, 2], &data, &[3, 2, 2], &mut out).is_err());
+    assert!(gemm::matmul(&data, &[12], &data, &[12], &mut out).is_err());
+    assert!(gemm::matmul(&data, &[3, 4], &data, &[4, 3], &mut out[..8]).is_err());
+    let c_data = [1.0f32; 3];
+    assert!(gemm::gemm_op(&data, &[3, 4], &data, &[4, 3], Some((&c_data, &[3, 1])), 1.0, 1.0, false, false, &mut out).is_ok());
+    assert!(gemm::gemm_op(&data, &[3, 4], &data, &[4, 3], Some((&c_data, &[1, 2])), 1.0, 1.0, false, false, &mut out).is_err());
+    assert!(gemm::gemm_op(&data, &[3, 4], &data, &[4, 3], Some((&c_data, &[3, 1, 1])), 1.0, 1.0, false, false, &mut out).is_err());
+    assert!(gemm::gemm_op(&data, &[3, 4], &data, &[4, 3], None, 1.0, 1.0, true, false, &mut out).is_err());
+}
+
+/// One conv2d configuration; channel counts are totals.
+#[derive(Clone)]
+struct ConvCase {
+    batches: u32,
+    input_channels: u32,
+    output_channels: u32,
+    size: [u32; 2],
+    filter: [u32; 2],
+    groups: u32,
+    padding: Option<Vec<u32>>,
+    strides: Option<Vec<u32>>,
+    dilations: Option<Vec<u32>>,
+}
+
+fn case(batches: u32, channels: [u32; 2], size: [u32; 2], filter: [u32; 2], groups: u32) -> ConvCase {
+    ConvCase {
+        batches,
+        input_channels: channels[0],
+        output_channels: channels[1],
+        size,
+        filter,
+        groups,
+        padding: None,
+        strides: None,
+        dilations: None,
+    }
+}
+
+impl ConvCase {
+    fn window(mut self, padding: [u32; 4], strides: [u32; 2], dilations: [u32; 2]) -> ConvCase {
+        (self.padding, self.strides, self.dilations) = (Some(padding.to_vec()), Some(strides.to_vec()), Some(dilations.to_vec()));
+        self
+    }
+}
+
+fn conv2d_cases() -> Vec<ConvCase> {
+    vec![
+        case(1, [3, 4], [5, 6], [1, 1], 1),
+        case(2, [16, 33], [7, 9], [1, 1], 1),
+        case(2, [6, 4], [5, 5], [1, 1], 2),
+        case(1, [3, 5], [9, 8], [1, 1], 1).window([0, 0, 0, 0], [2, 2], [1, 1]),
+        case(1, [3, 8], [9, 8], [3, 3], 1).window([1, 1, 1, 1], [1, 1], [1, 1]),
+        case(2, [4, 6], [11, 10], [3, 3], 1).window([1, 1, 1, 1], [2, 2], [1, 1]),
+        case(1, [5, 7], [12, 13], [3, 2], 1).window([0, 2, 1, 0], [1, 3], [2, 3]),
+        case(1, [2, 3], [3, 4], [5, 5], 1).window([2, 2, 3, 1], [1, 1], [1, 1]),
+        case(1, [6, 6], [8, 7], [3, 3], 2).window([1, 1, 1, 1], [1, 1], [1, 1]),
+        case(2, [6, 9], [7, 7], [2, 3], 3).window([0, 1, 2, 0], [2, 1], [1, 2]),
+        // Depthwise, then depthwise with channel multiplier 2.
+        case(2, [8, 8], [9, 10], [3, 3], 8).window([1, 1, 1, 1], [1, 1], [1, 1]),
+        case(1, [8, 8], [11, 12], [3, 3], 8).window([1, 0, 2, 1], [2, 2], [2, 1]),
+        case(1, [4, 8], [7, 9], [3, 3], 4).window([1, 1, 1, 1], [1, 2], [1, 1]),
+        case(1, [3, 6], [6, 6], [5, 5], 3).window([2, 2, 2, 2], [1, 1], [2, 2]),
+        case(1, [5, 5], [4, 4], [1, 1], 5),
+        // Enough for the GEMM's blocks.
+        case(1, [16, 40], [20, 20], [3, 3], 1).window([1, 1, 1, 1], [1, 1], [1, 1]),
+    ]
+}
+
+/// The shape of a tensor with logical dims `dims` (spelled by `order`) in `layout`.
+fn shape_in(layout: &str, order: &str, dims: [u32; 4]) -> Vec<u32> {
+    layout.chars().map(|a| dims[order.find(a).unwrap()]).collect()
+}
+
+/// conv2d of one case and layout against the reference, through [`conv::conv2d`] and a
+/// [`PackedFilter`].
+fn check_conv2d(rng: &mut Rng, c: &ConvCase, input_layout: InputLayout, filter_layout: Conv2dFilterLayout, with_bias: bool) {
+    let [h, w] = c.size;
+    let input_shape = shape_in(input_layout.name(), "nchw", [c.batches, c.input_channels, h, w]);
+    let filter_dims = [c.output_channels, c.input_channels / c.groups, c.filter[0], c.filter[1]];
+    let filter_shape = shape_in(filter_layout.name(), "oihw", filter_dims);
+    let bias_shape = [c.output_channels];
+    let options = Conv2dOptions {
+        padding: c.padding.clone(),
+        strides: c.strides.clone(),
+        dilations: c.dilations.clone(),
+        groups: c.groups,
+        input_layout,
+        filter_layout,
+        has_bias: with_bias,
+    };
+    let mut descriptors = vec![descriptor(&input_shape), descriptor(&filter_shape)];
+    if with_bias {
+        descriptors.push(descriptor(&bias_shape));
+    }
+    let refs: Vec<&OperandDescriptor> = descriptors.iter().collect();
+    let geometry = conv2d_geometry(&options, &refs).unwrap();
+    let output = validate_conv2d(&options, &refs).unwrap().remove(0);
+    let input = rng.values(descriptors[0].element_count() as usize);
+    let filter = rng.values(descriptors[1].element_count() as usize);
+    let bias = rng.values(c.output_channels as usize);
+    let bias = with_bias.then_some(&bias[..]);
+    let mut out = vec![f32::NAN; output.element_count() as usize];
+    conv::conv2d(&geometry, &input, &filter, bias, &mut out).unwrap();
+    let mut inputs: Vec<(&[u32], &[f32])> = vec![(&input_shape, &input), (&filter_shape, &filter)];
+    inputs.extend(bias.map(|b| (&bias_shape[..], b)));
+    let op = Op::Conv2d(options);
+    let (expected, scale) = reference(&op, &op, &inputs, &output);
+    let what = format!(
+        "conv2d {input_shape:?} * {filter_shape:?} ({} {}) groups {} padding {:?} strides {:?} dilations {:?} bias {with_bias}",
+        input_layout.name(),
+        filter_layout.name(),
+        c.groups,
+        c.padding,
+        c.strides,
+        c.dilations
+    );
+    let k = (filter_dims[1] * c.filter[0] * c.filter[1]) as usize;
+    assert_close(&what, &out, &expected, &scale, k);
+    let packed = PackedFilter::new(&geometry, &filter).unwrap();
+    let mut again = vec![f32::NAN; out.len()];
+    conv::conv2d_packed(&geometry, &input, &packed, bias, &mut again).unwrap();
+    assert_close(&format!("{what} (packed)"), &again, &expected, &scale, k);
+}
+
+const CONV2D_FILTER_LAYOUTS: [Conv2dFilterLayout; 4] =
+    [Conv2dFilterLayout::Oihw, Conv2dFilterLayout::Hwio, Conv2dFilterLayout::Ohwi, Conv2dFilterLayout::Ihwo];
+const INPUT_LAYOUTS: [InputLayout; 2] = [InputLayout::Nchw, InputLayout::Nhwc];
+
+#[test]
+fn conv2d_every_layout_and_window() {
+    let mut rng = Rng(5);
+    for c in conv2d_cases() {
+        for input_layout in INPUT_LAYOUTS {
+            for filter_layout in CONV2D_FILTER_LAYOUTS {
+                for with_bias in [false, true] {
+                    check_conv2d(&mut rng, &c, input_layout, filter_layout, with_bias);
+                }
+            }
+        }
+    }
+}
+
+/// Columns beyond one im2col tile: the output rows are split into several GEMMs.
+#[test]
+fn conv2d_tiles_large_columns() {
+    let mut rng = Rng(6);
+    let c = case(1, [64, 8], [40, 70], [3, 3], 1).window([1, 1, 1, 1], [1, 1], [1, 1]);
+    for input_layout in INPUT_LAYOUTS {
+        check_conv2d(&mut rng, &c, input_layout, Conv2dFilterLayout::Oihw, true);
+    }
+}
+
+#[test]
+fn conv2d_refuses_short_operands_and_other_geometries() {
+    let options = Conv2dOptions { padding: Some(vec![1, 1, 1, 1]), ..Default::default() };
+    let (input_d, filter_d) = (descriptor(&[1, 2, 4, 4]), descriptor(&[3, 2, 3, 3]));
+    let geometry = conv2d_geometry(&options, &[&input_d, &filter_d]).unwrap();
+    let (input, filter, bias) = (vec![0.5f32; 32], vec![0.25f32; 54], vec![1.0f32; 3]);
+    let mut out = vec![0.0f32; 48];
+    assert!(conv::conv2d(&geometry, &input, &filter, Some(&bias), &mut out).is_ok());
+    assert!(conv::conv2d(&geometry, &input[..31], &filter, None, &mut out).is_err());
+    assert!(conv::conv2d(&geometry, &input, &filter[..53], None, &mut out).is_err());
+    assert!(conv::conv2d(&geometry, &input, &filter, Some(&bias[..2]), &mut out).is_err());
+    assert!(conv::conv2d(&geometry, &input, &filter, None, &mut out[..47]).is_err());
+    assert!(conv::conv_transpose2d(&geometry, &input, &filter, None, &mut out).is_err());
+    let mut broken = geometry.clone();
+    broken.strides = [0, 1];
+    assert!(conv::conv2d(&broken, &input, &filter, None, &mut out).is_err());
+    let packed = PackedFilter::new(&geometry, &filter).unwrap();
+    let other = conv2d_geometry(&options, &[&input_d, &descriptor(&[2, 2, 3, 3])]).unwrap();
+    assert!(conv::conv2d_packed(&other, &input, &packed, None, &mut out).is_err());
+}
+
+/// One convTranspose2d configuration.
+struct TransposeCase {
+    conv: ConvCase,
+    output_padding: Option<Vec<u32>>,
+    output_sizes: Option<Vec<u32>>,
+}
+
+fn transpose_cases() -> Vec<TransposeCase> {
+    let plain = |conv| TransposeCase { conv, output_padding: None, output_sizes: None };
+    vec![
+        plain(case(1, [3, 4], [4, 5], [3, 3], 1)),
+        plain(case(2, [4, 6], [5, 4], [3, 3], 1).window([1, 1, 1, 1], [2, 2], [1, 1])),
+        TransposeCase {
+            output_padding: Some(vec![1, 0]),
+            ..plain(case(1, [3, 2], [4, 3], [3, 2], 1).window([1, 0, 0, 1], [2, 3], [1, 2]))
+        },
+        TransposeCase {
+            output_sizes: Some(vec![10, 9]),
+            ..plain(case(1, [2, 3], [4, 4], [3, 3], 1).window([0, 0, 0, 0], [2, 2], [1, 1]))
+        },
+        plain(case(1, [4, 6], [3, 5], [2, 2], 2).window([0, 1, 1, 0], [2, 1], [2, 1])),
+        plain(case(1, [4, 6], [3, 3], [2, 2], 3)),
+        plain(case(2, [6, 6], [4, 4], [3, 3], 6).window([1, 1, 1, 1], [2, 2], [1, 1])),
+        plain(case(1, [16, 40], [9, 11], [4, 4], 1).window([1, 1, 1, 1], [2, 2], [1, 1])),
+    ]
+}
+
+const TRANSPOSE_FILTER_LAYOUTS: [ConvTranspose2dFilterLayout; 3] =
+    [ConvTranspose2dFilterLayout::Iohw, ConvTranspose2dFilterLayout::Hwoi, ConvTranspose2dFilterLayout::Ohwi];
+
+#[test]
+fn conv_transpose2d_every_layout_and_window() {
+    let mut rng = Rng(7);
+    for t in transpose_cases() {
+        let c = &t.conv;
+        for input_layout in INPUT_LAYOUTS {
+            for filter_layout in TRANSPOSE_FILTER_LAYOUTS {
+                for with_bias in [false, true] {
+                    let [h, w] = c.size;
+                    let input_shape = shape_in(input_layout.name(), "nchw", [c.batches, c.input_channels, h, w]);
+                    let filter_dims = [c.input_channels, c.output_channels / c.groups, c.filter[0], c.filter[1]];
+                    let filter_shape = shape_in(filter_layout.name(), "iohw", filter_dims);
+                    let bias_shape = [c.output_channels];
+                    let options = ConvTranspose2dOptions {
+                        padding: c.padding.clone(),
+                        strides: c.strides.clone(),
+                        dilations: c.dilations.clone(),
+                        output_padding: t.output_padding.clone(),
+                        output_sizes: t.output_sizes.clone(),
+                        groups: c.groups,
+                        input_layout,
+                        filter_layout,
+                        has_bias: with_bias,
+                    };
+                    let mut descriptors = vec![descriptor(&input_shape), descriptor(&filter_shape)];
+                    if with_bias {
+                        descriptors.push(descriptor(&bias_shape));
+                    }
+                    let refs: Vec<&OperandDescriptor> = descriptors.iter().collect();
+                    let geometry = conv_transpose2d_geometry(&options, &refs).unwrap();
+                    let output = validate_conv_transpose2d(&options, &refs).unwrap().remove(0);
+                    let input = rng.values(descriptors[0].element_count() as usize);
+                    let filter = rng.values(descriptors[1].element_count() as usize);
+                    let bias = rng.values(c.output_channels as usize);
+                    let bias = with_bias.then_some(&bias[..]);
+                    let mut out = vec![f32::NAN; output.element_count() as usize];
+                    conv::conv_transpose2d(&geometry, &input, &filter, bias, &mut out).unwrap();
+                    let mut inputs: Vec<(&[u32], &[f32])> = vec![(&input_shape, &input), (&filter_shape, &filter)];
+                    inputs.extend(bias.map(|b| (&bias_shape[..], b)));
+                    let op = Op::ConvTranspose2d(options);
+                    let (expected, scale) = reference(&op, &op, &inputs, &output);
+                    let what = format!(
+                        "convTranspose2d {input_shape:?} * {filter_shape:?} ({} {}) groups {} padding {:?} strides {:?} dilations {:?} outputPadding {:?} outputSizes {:?} bias {with_bias}",
+                        input_layout.name(),
+                        filter_layout.name(),
+                        c.groups,
+                        c.padding,
+                        c.strides,
+                        c.dilations,
+                        t.output_padding,
+                        t.output_sizes
+                    );
+                    let k = (c.input_channels * c.filter[0] * c.filter[1]) as usize;
+                    assert_close(&what, &out, &expected, &scale, k);
+                }
+            }
+        }
+    }
+}
+
+/// Native throughput: `cargo test --release --test cpu_kernels -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn throughput() {
+    let mut rng = Rng(8);
+    let seconds_per_run = |run: &mut dyn FnMut(), flops: f64| {
+        run();
+        let repeats = (2e9 / flops).clamp(3.0, 200.0) as usize;
+        let start = std::time::Instant::now();
+        (0..repeats).for_each(|_| run());
+        let seconds = start.elapsed().as_secs_f64() / repeats as f64;
+        format!("{:.2} ms, {:.1} GFLOP/s", seconds * 1e3, flops / seconds / 1e9)
+    };
+    for (m, k, n) in [(256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (1, 4096, 4096)] {
+        let (a, b) = (rng.values(m * k), rng.values(k * n));
+        let mut c = vec![0.0f32; m * n];
+        let shapes = ([m as u32, k as u32], [k as u32, n as u32]);
+        let mut run = || gemm::matmul(&a, &shapes.0, &b, &shapes.1, &mut c).unwrap();
+        println!("matmul {m}x{k}x{n}: {}", seconds_per_run(&mut run, 2.0 * (m * k * n) as f64));
+    }
+    // A ResNet 3x3 layer and a MobileNet depthwise layer, in both layouts.
+    for (input_layout, name) in [(InputLayout::Nchw, "nchw"), (InputLayout::Nhwc, "nhwc")] {
+        for (channels, size, groups) in [([64, 64], 56, 1), ([128, 128], 56, 128)] {
+            let c = case(1, channels, [size, size], [3, 3], groups).window([1, 1, 1, 1], [1, 1], [1, 1]);
+            let input_shape = shape_in(name, "nchw", [1, c.input_channels, size, size]);
+            let filter_shape = [c.output_channels, c.input_channels / groups, 3, 3];
+            let options = Conv2dOptions { padding: c.padding.clone(), groups, input_layout, ..Default::default() };
+            let geometry = conv2d_geometry(&options, &[&descriptor(&input_shape), &descriptor(&filter_shape)]).unwrap();
+            let input = rng.values(descriptor(&input_shape).element_count() as usize);
+            let filter = rng.values(descriptor(&filter_shape).element_count() as usize);
+            let packed = PackedFilter::new(&geometry, &filter).unwrap();
+            let mut out = vec![0.0f32; input.len() / c.input_channels as usize * c.output_channels as usize];
+            let flops = 2.0 * out.len() as f64 * filter.len() as f64 / c.output_channels as f64;
+            let mut run = || conv::conv2d_packed(&geometry, &input, &packed, None, &mut out).unwrap();
+            println!("conv2d {name} {input_shape:?} * {filter_shape:?} groups {groups}: {}", seconds_per_run(&mut run, flops));
+        }
+    }
+}
