@@ -2,8 +2,10 @@
 // one shape on one implementation per call of window.bench.cell(shape, impl). Every
 // implementation gets the same float32 data, is warmed up, then timed over repeated runs ending
 // with one read back to the CPU; the read-back result is checked against a float64 CPU reference.
-//   impl: 'ours' (navigator.ml from pkg/), 'ort' (onnxruntime-web, webgpu EP), 'tfjs' (tfjs,
-//   webgpu backend), 'wgsl' (a plain hand-written WGSL kernel on the page's own GPUDevice).
+//   impl: 'ours' (navigator.ml from pkg/, a WebGPU context), 'cpu' (navigator.ml, a CPU context:
+//   createContext({accelerated: false})), 'ort' (onnxruntime-web, webgpu EP), 'ortwasm'
+//   (onnxruntime-web, wasm EP, one thread), 'tfjs' (tfjs, webgpu backend), 'wgsl' (a plain
+//   hand-written WGSL kernel on the page's own GPUDevice).
 import { onnxModel } from '../tests/browser/onnx.js';
 
 const F32 = 'float32';
@@ -18,7 +20,20 @@ export const SHAPES = {
   gemv: { kind: 'matmul', M: 1, K: 4096, N: 4096 },
   gemv8192: { kind: 'matmul', M: 1, K: 8192, N: 8192 },
   mlp: { kind: 'mlp', D: 512, H: 2048 },
+  // Convolutions (nchw, oihw filters, bias): a mobile net's depthwise 3x3 and pointwise 1x1
+  // (MobileNetV2 at 56x56), and a detector's 3x3 (YOLOv8n's 64 channels at 80x80).
+  convdw: { kind: 'conv', N: 1, C: 96, H: 56, W: 56, O: 96, k: 3, groups: 96, pad: 1 },
+  convpw: { kind: 'conv', N: 1, C: 144, H: 56, W: 56, O: 24, k: 1, groups: 1, pad: 0 },
+  convdet: { kind: 'conv', N: 1, C: 64, H: 80, W: 80, O: 64, k: 3, groups: 1, pad: 1 },
 };
+
+/** Multiply-adds of a shape, times 2. */
+export function flops(name) {
+  const s = SHAPES[name];
+  if (s.kind === 'matmul') return 2 * s.M * s.N * s.K;
+  if (s.kind === 'conv') return 2 * s.N * s.O * s.H * s.W * (s.C / s.groups) * s.k * s.k;
+  return 2 * 2 * s.D * s.H;
+}
 
 // Deterministic data (mulberry32), uniform in [-1, 1).
 function random(seed) {
@@ -45,6 +60,9 @@ function data(name) {
   let d;
   if (s.kind === 'matmul') {
     d = { A: fill(s.M * s.K, rnd), B: fill(s.K * s.N, rnd) };
+  } else if (s.kind === 'conv') {
+    const fanIn = (s.C / s.groups) * s.k * s.k;
+    d = { x: fill(s.N * s.C * s.H * s.W, rnd), F: fill(s.O * fanIn, rnd, 1 / Math.sqrt(fanIn)), bias: fill(s.O, rnd, 0.1) };
   } else {
     // Weights scaled like a trained layer's (1/sqrt(fan-in)) so gelu sees values around 1.
     d = {
@@ -70,8 +88,35 @@ function check(name, out) {
   const d = data(name);
   let worst = 0;
   let checked = 0;
-  let bad = !(out && out.length === (s.kind === 'matmul' ? s.M * s.N : s.D));
-  if (!bad && s.kind === 'matmul') {
+  const length = { matmul: s.M * s.N, conv: s.N * s.O * s.H * s.W, mlp: s.D }[s.kind];
+  let bad = !(out && out.length === length);
+  if (!bad && s.kind === 'conv') {
+    // 64 random outputs (same-size convolutions: stride 1, "same" padding); the tolerance scales
+    // with sum |x w|.
+    const rnd = random(54321);
+    const cpg = s.C / s.groups;
+    const opg = s.O / s.groups;
+    for (let p = 0; p < 64; p++) {
+      const [o, y, x] = [Math.floor(rnd() * s.O), Math.floor(rnd() * s.H), Math.floor(rnd() * s.W)];
+      const g = Math.floor(o / opg);
+      let ref = d.bias[o];
+      let mag = Math.abs(ref);
+      for (let c = 0; c < cpg; c++) {
+        for (let i = 0; i < s.k; i++) {
+          for (let j = 0; j < s.k; j++) {
+            const [yy, xx] = [y + i - s.pad, x + j - s.pad];
+            if (yy < 0 || yy >= s.H || xx < 0 || xx >= s.W) continue;
+            const v = d.x[((g * cpg + c) * s.H + yy) * s.W + xx] * d.F[((o * cpg + c) * s.k + i) * s.k + j];
+            ref += v;
+            mag += Math.abs(v);
+          }
+        }
+      }
+      const e = Math.abs(out[(o * s.H + y) * s.W + x] - ref) / (1e-4 * mag + 1e-6);
+      worst = Math.max(worst, Number.isNaN(e) ? Infinity : e);
+      checked++;
+    }
+  } else if (!bad && s.kind === 'matmul') {
     // 64 random elements and the two corners; the tolerance scales with sum |a b| (float32 sums).
     const rnd = random(12345);
     const picks = [[0, 0], [s.M - 1, s.N - 1]];
@@ -131,10 +176,10 @@ async function measure(step, finish, { budgetMs, maxIters }) {
 }
 
 // ---- ours: navigator.ml (the polyfill installed from pkg/) ----
-async function ours(name, opts) {
+async function ours(name, opts, contextOptions = {}) {
   const s = SHAPES[name];
   const d = data(name);
-  const context = await navigator.ml.createContext();
+  const context = await navigator.ml.createContext(contextOptions);
   const b = new MLGraphBuilder(context);
   const c = (shape, values) => b.constant({ dataType: F32, shape }, values);
   let inShape;
@@ -144,6 +189,12 @@ async function ours(name, opts) {
   if (s.kind === 'matmul') {
     [inShape, outShape, input] = [[s.M, s.K], [s.M, s.N], d.A];
     outputs = { y: b.matmul(b.input('x', { dataType: F32, shape: inShape }), c([s.K, s.N], d.B)) };
+  } else if (s.kind === 'conv') {
+    [inShape, outShape, input] = [[s.N, s.C, s.H, s.W], [s.N, s.O, s.H, s.W], d.x];
+    const filter = c([s.O, s.C / s.groups, s.k, s.k], d.F);
+    outputs = { y: b.conv2d(b.input('x', { dataType: F32, shape: inShape }), filter, {
+      padding: [s.pad, s.pad, s.pad, s.pad], groups: s.groups, bias: c([s.O], d.bias),
+    }) };
   } else {
     [inShape, outShape, input] = [[1, s.D], [1, s.D], d.x];
     const h = b.gelu(b.matmul(b.input('x', { dataType: F32, shape: inShape }), c([s.D, s.H], d.W1)));
@@ -157,7 +208,7 @@ async function ours(name, opts) {
   try {
     const r = await measure(() => context.dispatch(graph, { x }, { y }),
       async () => new Float32Array(await context.readTensor(y)), opts);
-    return { ...r, backend: 'navigator.ml (webnn-wgpu, pkg/)' };
+    return { ...r, backend: `navigator.ml (webnn-wgpu, pkg/), MLContext.accelerated ${context.accelerated}` };
   } finally {
     graph.destroy();
     x.destroy();
@@ -174,6 +225,13 @@ async function ortModel(name) {
     return onnxModel({
       inputs: [['x', [s.M, s.K]]], outputs: [['y', [s.M, s.N]]],
       initializers: [['W', [s.K, s.N], d.B]], nodes: [['MatMul', ['x', 'W'], ['y']]],
+    });
+  }
+  if (s.kind === 'conv') {
+    return onnxModel({
+      inputs: [['x', [s.N, s.C, s.H, s.W]]], outputs: [['y', [s.N, s.O, s.H, s.W]]],
+      initializers: [['F', [s.O, s.C / s.groups, s.k, s.k], d.F], ['B', [s.O], d.bias]],
+      nodes: [['Conv', ['x', 'F', 'B'], ['y'], { group: s.groups, pads: [s.pad, s.pad, s.pad, s.pad], kernel_shape: [s.k, s.k] }]],
     });
   }
   // gelu as 0.5 x (1 + erf(x / sqrt 2)): opset 17 has no Gelu (ORT fuses the pattern itself).
@@ -207,7 +265,7 @@ async function ortRun(name, opts) {
     logSeverityLevel: 0, logVerbosityLevel: 1,
   });
   const runOptions = { logSeverityLevel: 3 };
-  const [inShape, input] = s.kind === 'matmul' ? [[s.M, s.K], d.A] : [[1, s.D], d.x];
+  const [inShape, input] = { matmul: [[s.M, s.K], d.A], conv: [[s.N, s.C, s.H, s.W], d.x], mlp: [[1, s.D], d.x] }[s.kind];
   const device = await ort.env.webgpu.device;
   const buffer = device.createBuffer({
     size: input.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
@@ -230,6 +288,27 @@ async function ortRun(name, opts) {
   }
 }
 
+// ---- onnxruntime-web, wasm execution provider (the CPU library a visitor without a GPU gets) ----
+async function ortWasm(name, opts) {
+  const ort = globalThis.ort;
+  const s = SHAPES[name];
+  const d = data(name);
+  ort.env.wasm.wasmPaths = new URL('/node_modules/onnxruntime-web/dist/', location.href).href;
+  ort.env.wasm.numThreads = 1; // the page is not cross-origin isolated: no SharedArrayBuffer
+  const session = await ort.InferenceSession.create(await ortModel(name), {
+    executionProviders: ['wasm'], graphOptimizationLevel: 'all',
+  });
+  const [inShape, input] = { matmul: [[s.M, s.K], d.A], conv: [[s.N, s.C, s.H, s.W], d.x], mlp: [[1, s.D], d.x] }[s.kind];
+  const feeds = { x: new ort.Tensor(F32, input, inShape) };
+  let y = null;
+  try {
+    const r = await measure(async () => { y = (await session.run(feeds)).y; }, async () => y.data, opts);
+    return { ...r, backend: `onnxruntime-web ${ort.env.versions?.web ?? ''} EP wasm, ${ort.env.wasm.numThreads} thread` };
+  } finally {
+    await session.release();
+  }
+}
+
 // ---- tfjs, webgpu backend ----
 async function tfjs(name, opts) {
   const tf = globalThis.tf;
@@ -239,6 +318,7 @@ async function tfjs(name, opts) {
   const s = SHAPES[name];
   const d = data(name);
   const keep = [];
+  if (s.kind === 'conv') throw new Error('the tfjs cell has no convolution');
   const t = (values, shape) => { const x = tf.tensor(values, shape, F32); keep.push(x); return x; };
   let run;
   if (s.kind === 'matmul') {
@@ -370,7 +450,7 @@ async function wgsl(name, opts) {
   }
 }
 
-const IMPLS = { ours, ort: ortRun, tfjs, wgsl };
+const IMPLS = { ours, cpu: (name, opts) => ours(name, opts, { accelerated: false }), ort: ortRun, ortwasm: ortWasm, tfjs, wgsl };
 
 export async function adapterInfo() {
   const adapter = await navigator.gpu?.requestAdapter();

@@ -5,6 +5,7 @@
 const FLOAT = 1; // TensorProto.DataType.FLOAT
 const ATTR_FLOAT = 1; // AttributeProto.AttributeType.FLOAT
 const ATTR_INT = 2; // AttributeProto.AttributeType.INT
+const ATTR_INTS = 7; // AttributeProto.AttributeType.INTS
 
 // Protobuf wire format: a field is a varint key (number << 3 | wire type) and its value;
 // wire type 0 is a varint, 2 length-delimited bytes, 5 a little-endian 32-bit value.
@@ -59,7 +60,7 @@ function valueInfo(name, dims) {
 }
 
 // NodeProto: input = 1, output = 2, name = 3, op_type = 4, attribute = 5
-// { name = 1, f = 2, i = 3, type = 20 }.
+// { name = 1, f = 2, i = 3, ints = 8, type = 20 }.
 function node(op, inputs, outputs, attributes = {}) {
   const w = new Writer();
   inputs.forEach((i) => w.string(1, i));
@@ -67,7 +68,10 @@ function node(op, inputs, outputs, attributes = {}) {
   w.string(3, `${op}_${outputs[0]}`).string(4, op);
   for (const [name, v] of Object.entries(attributes)) {
     const a = new Writer().string(1, name);
-    if (Number.isInteger(v)) a.int(3, v).int(20, ATTR_INT);
+    if (Array.isArray(v)) {
+      v.forEach((x) => a.int(8, x));
+      a.int(20, ATTR_INTS);
+    } else if (Number.isInteger(v)) a.int(3, v).int(20, ATTR_INT);
     else a.float(2, v).int(20, ATTR_FLOAT);
     w.message(5, a);
   }
