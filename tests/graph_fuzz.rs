@@ -3,7 +3,7 @@
 //! the spec's `TypeError`, never a panic; every graph whose operators were accepted must build,
 //! dispatch and read back, and where its values are well conditioned match the float64
 //! reference of each operator family within a tolerance that grows with the inexact operators
-//! on the path.
+//! on the path. Every case runs on the WebGPU backend and on the CPU backend.
 //!
 //! `GRAPH_FUZZ_CASES` sets the number of random cases (default 256: 5 to 30 s on 2 cores,
 //! depending on load). Failures proptest finds are saved in
@@ -30,7 +30,9 @@ use webnn_wgpu::ops::pool2d::{Pool2dOptions, PoolKind, RoundingType};
 use webnn_wgpu::ops::reduce::{ReduceOp, ReduceOptions};
 use webnn_wgpu::ops::slice::SliceOptions;
 use webnn_wgpu::ops::{self, HostTensor, Op};
-use webnn_wgpu::backend::webgpu::{Context, Tensor, TensorDescriptor};
+use webnn_wgpu::backend::cpu::CpuContext;
+use webnn_wgpu::backend::webgpu::Context;
+use webnn_wgpu::backend::{Backend, BackendTensor, ContextOptions, TensorDescriptor};
 use webnn_wgpu::Operand;
 
 /// A graph input: a data type selector, a shape (a 0 is an invalid dimension), and whether it is
@@ -513,7 +515,14 @@ fn bump(c: &Cell<u32>, by: usize) {
 }
 
 /// Runs one case: builds the operators, then builds, dispatches and checks the graph.
+/// Runs `case` on both backends.
 fn run_case(ctx: &Context, stats: &Stats, case: &Case) -> Result<(), TestCaseError> {
+    run_case_on(ctx, stats, case, &|| ctx.take_uncaptured_error())?;
+    run_case_on(&CpuContext::new(ContextOptions::default()), stats, case, &|| None)
+}
+
+/// Runs `case` on `ctx`; `device_error()` is an error the device reported outside the calls.
+fn run_case_on<B: Backend>(ctx: &B, stats: &Stats, case: &Case, device_error: &dyn Fn() -> Option<String>) -> Result<(), TestCaseError> {
     let builder = GraphBuilder::new(ctx).map_err(|e| TestCaseError::fail(e.to_string()))?;
     let mut f = Fuzz { builder, rng: Rng::new(case.seed), values: Vec::new(), feeds: Vec::new(), log: Vec::new() };
     for (i, spec) in case.inputs.iter().enumerate() {
@@ -557,9 +566,10 @@ fn run_case(ctx: &Context, stats: &Stats, case: &Case) -> Result<(), TestCaseErr
     let named: Vec<(String, Operand)> = outputs.iter().enumerate().map(|(i, v)| (format!("y{i}"), v.operand)).collect();
     let log = f.log.join("\n");
     let Fuzz { mut builder, feeds, .. } = f;
-    let graph = no_panic("build()", || block_on(builder.build(&named)))?
+    let description = builder.prepare_build(&named).map_err(|e| TestCaseError::fail(format!("build() of accepted operators failed: {e}\n{log}")))?;
+    let reachable: Vec<String> = description.inputs.keys().cloned().collect();
+    let graph = no_panic("build()", || block_on(ctx.compile(description)))?
         .map_err(|e| TestCaseError::fail(format!("build() of accepted operators failed: {e}\n{log}")))?;
-    let reachable: Vec<&String> = graph.input_descriptors().iter().map(|(n, _)| n).collect();
     let run = || -> webnn_wgpu::Result<Vec<Vec<u8>>> {
         block_on(async {
             let mut inputs = Vec::new();
@@ -568,7 +578,7 @@ fn run_case(ctx: &Context, stats: &Stats, case: &Case) -> Result<(), TestCaseErr
                 ctx.write_tensor(&t, &host.to_bytes())?;
                 inputs.push((name.clone(), t));
             }
-            let mut results: Vec<(String, Tensor)> = Vec::new();
+            let mut results: Vec<(String, B::Tensor)> = Vec::new();
             for (i, v) in outputs.iter().enumerate() {
                 let operand = v.host.descriptor.clone();
                 results.push((format!("y{i}"), ctx.create_tensor(TensorDescriptor { operand, readable: true, writable: false }).await?));
@@ -585,8 +595,8 @@ fn run_case(ctx: &Context, stats: &Stats, case: &Case) -> Result<(), TestCaseErr
         })
     };
     let bytes = no_panic("dispatch()", run)?.map_err(|e| TestCaseError::fail(format!("dispatch failed: {e}\n{log}")))?;
-    graph.destroy();
-    if let Some(e) = ctx.take_uncaptured_error() {
+    webnn_wgpu::backend::BackendGraph::destroy(&graph);
+    if let Some(e) = device_error() {
         return Err(TestCaseError::fail(format!("GPU validation error: {e}\n{log}")));
     }
     bump(&stats.graphs, 1);

@@ -1,0 +1,173 @@
+//! The CPU backend's memory and residency: device bytes (its buffers in wasm memory) exact at
+//! every step, swapOut/swapIn, constants shared between graphs counted once, the budget with
+//! least-recently-used eviction, and the copy-on-write of a graph output that shares its input's
+//! bytes. Results are checked against values computed here.
+#![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
+
+mod common;
+
+use common::block_on;
+use webnn_wgpu::backend::cpu::{CpuContext, CpuGraph, CpuTensor};
+use webnn_wgpu::backend::{ContextOptions, TensorDescriptor};
+use webnn_wgpu::graph::{DataType, GraphBuilder, OperandDescriptor};
+use webnn_wgpu::memory::{HostBytes, Residency};
+use webnn_wgpu::ops::elementwise_binary::BinaryOp;
+use webnn_wgpu::Op;
+
+const N: u32 = 256; // elements of each constant: 1 KiB
+
+fn f32_descriptor(shape: &[u32]) -> OperandDescriptor {
+    OperandDescriptor::new(DataType::Float32, shape.to_vec())
+}
+
+fn bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+fn tensor(ctx: &CpuContext, readable: bool, writable: bool) -> CpuTensor {
+    ctx.create_tensor(TensorDescriptor { operand: f32_descriptor(&[N]), readable, writable }).unwrap()
+}
+
+/// `y = x + c` with a constant `c` of `N` values `k`.
+fn add_constant(ctx: &CpuContext, k: f32) -> CpuGraph {
+    let mut b = GraphBuilder::new(ctx).unwrap();
+    let x = b.input("x", f32_descriptor(&[N])).unwrap();
+    let c = b.constant(f32_descriptor(&[N]), &bytes(&vec![k; N as usize])).unwrap();
+    let y = b.operator1(Op::Binary(BinaryOp::Add), &[x, c], "").unwrap();
+    CpuGraph::compile(ctx, b.prepare_build(&[("y".into(), y)]).unwrap()).unwrap()
+}
+
+/// Dispatches `graph` on x = 0, 1, 2, ... and returns y.
+fn run(ctx: &CpuContext, graph: &CpuGraph) -> Vec<f32> {
+    let (x, y) = (tensor(ctx, false, true), tensor(ctx, true, false));
+    ctx.write_tensor(&x, &bytes(&(0..N).map(|i| i as f32).collect::<Vec<_>>())).unwrap();
+    ctx.dispatch(graph, &[("x".into(), x)], &[("y".into(), y.clone())]).unwrap();
+    floats(&ctx.read_tensor(&y).unwrap())
+}
+
+fn expected(k: f32) -> Vec<f32> {
+    (0..N).map(|i| i as f32 + k).collect()
+}
+
+#[test]
+fn device_bytes_follow_tensors_graphs_and_swaps() {
+    let ctx = CpuContext::new(ContextOptions::default());
+    assert_eq!(ctx.memory_info().device_bytes, 0);
+    let t = tensor(&ctx, true, true);
+    assert_eq!(ctx.memory_info().device_bytes, 4 * N as u64);
+    t.destroy();
+    assert_eq!(ctx.memory_info().device_bytes, 0);
+
+    let graph = add_constant(&ctx, 3.0);
+    let constant = 4 * N as u64;
+    assert_eq!((graph.residency(), graph.device_bytes()), (Residency::Device, constant));
+    assert_eq!(ctx.memory_info().device_bytes, constant, "a built graph holds its constants, nothing else");
+    // The constant's host copy stays, counted as host bytes.
+    assert_eq!(ctx.memory_info().host_bytes, constant);
+
+    graph.swap_out(Residency::Host).unwrap();
+    assert_eq!((graph.residency(), graph.device_bytes(), ctx.memory_info().device_bytes), (Residency::Host, 0, 0));
+    assert_eq!(graph.swap_out(Residency::Disk).unwrap_err().name(), "TypeError", "no constant comes from a weight file");
+
+    graph.swap_in().unwrap();
+    assert_eq!(ctx.memory_info().device_bytes, constant);
+    assert_eq!(run(&ctx, &graph), expected(3.0));
+    let info = ctx.memory_info();
+    assert_eq!((info.swap_ins, info.swap_outs), (2, 1), "the build's swap-in, then one cycle");
+
+    // A dispatch of a swapped-out graph swaps it in first.
+    graph.swap_out(Residency::Host).unwrap();
+    assert_eq!(run(&ctx, &graph), expected(3.0));
+    assert_eq!(graph.residency(), Residency::Device);
+
+    graph.destroy();
+    assert_eq!(ctx.memory_info().device_bytes, 0, "destroy() releases the constants at once");
+    assert_eq!(ctx.dispatch(&graph, &[], &[]).unwrap_err().name(), "InvalidStateError");
+}
+
+#[test]
+fn a_constant_tensor_shared_by_graphs_is_held_once() {
+    let ctx = CpuContext::new(ContextOptions::default());
+    let host = HostBytes::from_slice(&bytes(&vec![2.0; N as usize]), ctx.host_byte_counter());
+    let c = ctx.create_constant_tensor(f32_descriptor(&[N]), host).unwrap();
+    let graphs: Vec<CpuGraph> = (0..3)
+        .map(|_| {
+            let mut b = GraphBuilder::new(&ctx).unwrap();
+            let x = b.input("x", f32_descriptor(&[N])).unwrap();
+            let k = b.constant_tensor(&c).unwrap();
+            let y = b.operator1(Op::Binary(BinaryOp::Add), &[x, k], "").unwrap();
+            CpuGraph::compile(&ctx, b.prepare_build(&[("y".into(), y)]).unwrap()).unwrap()
+        })
+        .collect();
+    assert_eq!(ctx.memory_info().device_bytes, 4 * N as u64, "one copy for the tensor and its three graphs");
+    c.destroy();
+    for g in &graphs {
+        assert_eq!(run(&ctx, g), expected(2.0), "a graph keeps a destroyed constant tensor's bytes");
+    }
+    drop(graphs);
+    assert_eq!(ctx.memory_info().device_bytes, 0);
+}
+
+#[test]
+fn the_budget_evicts_the_least_recently_used_graph() {
+    let constant = 4 * N as u64;
+    // Room for the two tensors and two graphs' constants.
+    let ctx = CpuContext::new(ContextOptions { memory_budget: Some(4 * constant), ..Default::default() });
+    let (x, y) = (tensor(&ctx, false, true), tensor(&ctx, true, false));
+    ctx.write_tensor(&x, &bytes(&(0..N).map(|i| i as f32).collect::<Vec<_>>())).unwrap();
+    let graphs: Vec<CpuGraph> = (0..3).map(|k| add_constant(&ctx, k as f32)).collect();
+    let resident = || graphs.iter().map(|g| g.residency() == Residency::Device).collect::<Vec<_>>();
+    assert_eq!(resident(), [false, true, true], "building the third evicted the first");
+    ctx.dispatch(&graphs[0], &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+    assert_eq!(floats(&ctx.read_tensor(&y).unwrap()), expected(0.0));
+    assert_eq!(resident(), [true, false, true], "graph 1 was the least recently used");
+    ctx.dispatch(&graphs[2], &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+    ctx.dispatch(&graphs[1], &[("x".into(), x)], &[("y".into(), y.clone())]).unwrap();
+    assert_eq!(floats(&ctx.read_tensor(&y).unwrap()), expected(1.0));
+    assert_eq!(resident(), [false, true, true], "graph 0 was the least recently dispatched");
+    let info = ctx.memory_info();
+    assert!(info.device_bytes <= info.budget_bytes.unwrap());
+    assert_eq!(info.swap_outs, 3, "one eviction for the build, one for each swap-in");
+
+    let tight = CpuContext::new(ContextOptions { memory_budget: Some(constant / 2), ..Default::default() });
+    let mut b = GraphBuilder::new(&tight).unwrap();
+    let x = b.input("x", f32_descriptor(&[N])).unwrap();
+    let c = b.constant(f32_descriptor(&[N]), &bytes(&vec![1.0; N as usize])).unwrap();
+    let y = b.operator1(Op::Binary(BinaryOp::Add), &[x, c], "").unwrap();
+    let error = CpuGraph::compile(&tight, b.prepare_build(&[("y".into(), y)]).unwrap()).err().unwrap();
+    assert_eq!(error.name(), "QuotaExceededError");
+}
+
+#[test]
+fn an_output_sharing_its_input_bytes_is_copied_on_write() {
+    let ctx = CpuContext::new(ContextOptions::default());
+    let mut b = GraphBuilder::new(&ctx).unwrap();
+    let x = b.input("x", f32_descriptor(&[N])).unwrap();
+    let y = b.operator1(Op::Reshape { new_shape: vec![N] }, &[x], "").unwrap();
+    let graph = CpuGraph::compile(&ctx, b.prepare_build(&[("y".into(), y)]).unwrap()).unwrap();
+    let (x, y) = (tensor(&ctx, true, true), tensor(&ctx, true, true));
+    let first: Vec<f32> = (0..N).map(|i| i as f32).collect();
+    ctx.write_tensor(&x, &bytes(&first)).unwrap();
+    ctx.dispatch(&graph, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+    ctx.write_tensor(&x, &bytes(&vec![7.0; N as usize])).unwrap();
+    assert_eq!(floats(&ctx.read_tensor(&y).unwrap()), first, "writing the input must not change the output");
+    ctx.write_tensor(&y, &bytes(&vec![9.0; N as usize])).unwrap();
+    assert_eq!(floats(&ctx.read_tensor(&x).unwrap()), vec![7.0; N as usize]);
+}
+
+#[test]
+fn a_destroyed_context_stops_its_objects() {
+    let ctx = CpuContext::new(ContextOptions::default());
+    let graph = add_constant(&ctx, 1.0);
+    let t = tensor(&ctx, true, true);
+    ctx.destroy();
+    assert!(ctx.is_lost());
+    assert_eq!(block_on(ctx.lost()), "the MLContext was destroyed with destroy()");
+    assert_eq!(graph.swap_in().unwrap_err().name(), "InvalidStateError");
+    assert_eq!(ctx.create_tensor(TensorDescriptor { operand: f32_descriptor(&[1]), readable: true, writable: true }).err().unwrap().name(), "InvalidStateError");
+    assert_eq!(ctx.read_tensor(&t).unwrap_err().name(), "TypeError", "a lost context's tensors are destroyed");
+}
