@@ -131,6 +131,19 @@ moe_reference() {
     node tests/browser/moe_reference.mjs --webnn-cpu --mode lru --budget 0.25 --tokens 8
 }
 
+# The CPU backend in Chromium: a browser without WebGPU (tests/browser/cpu.mjs), then the
+# conformance cases, the API fuzzer, the leak cycles, the client models, the pipeline and MoE
+# pages with every context on the CPU.
+cpu_backend() {
+  node tests/browser/cpu.mjs &&
+    WEBNN_BACKEND=cpu node tests/browser/conformance.mjs &&
+    WEBNN_BACKEND=cpu SECONDS=20 node tests/browser/fuzz.mjs &&
+    WEBNN_BACKEND=cpu CYCLES=20000 WARMUP_CYCLES=10000 node tests/browser/leaks.mjs &&
+    bash tools/fetch_onnx_models.sh && WEBNN_BACKEND=cpu node tests/browser/clients.mjs &&
+    WEBNN_BACKEND=cpu node tests/browser/pipeline.mjs &&
+    WEBNN_BACKEND=cpu node tests/browser/moe.mjs --mode lru-host --budget 0.25 --tokens 8
+}
+
 types_check() {
   npx --no-install tsc -p tests/types && node scripts/api-docs.mjs --check
 }
@@ -153,6 +166,7 @@ stage consumers node tests/browser/consumers.mjs
 stage pipeline node tests/browser/pipeline.mjs
 stage moe_reference moe_reference
 stage moe moe_page
+stage cpu cpu_backend
 
 echo
 echo "=== stage times (total $((SECONDS - start_all))s)"

@@ -16,7 +16,8 @@ struct TensorInner {
     descriptor: TensorDescriptor,
     /// A constant tensor's bytes, shared with the graphs built from it.
     constant: Option<Rc<SharedConstant>>,
-    /// The bytes: shared with a dispatch while it reads them (a write then copies).
+    /// The bytes of a non-constant tensor: shared with a dispatch while it reads them (a write
+    /// then copies).
     buffer: RefCell<Option<Rc<Buffer>>>,
     destroyed: Cell<bool>,
 }
@@ -89,14 +90,14 @@ impl CpuContext {
         Ok(())
     }
 
-    fn new_tensor(&self, descriptor: TensorDescriptor, constant: Option<Rc<SharedConstant>>, buffer: Rc<Buffer>) -> CpuTensor {
+    fn new_tensor(&self, descriptor: TensorDescriptor, constant: Option<Rc<SharedConstant>>, buffer: Option<Rc<Buffer>>) -> CpuTensor {
         CpuTensor {
             inner: Rc::new(TensorInner {
                 id: self.next_id(),
                 context: self.clone(),
                 descriptor,
                 constant,
-                buffer: RefCell::new(Some(buffer)),
+                buffer: RefCell::new(buffer),
                 destroyed: Cell::new(false),
             }),
         }
@@ -110,22 +111,20 @@ impl CpuContext {
         let len = descriptor.operand.byte_length() as usize;
         self.make_room(0, len.div_ceil(4) as u64 * 4)?;
         let buffer = Buffer::zeroed(len, self.device_counter())?;
-        Ok(self.new_tensor(descriptor, None, Rc::new(buffer)))
+        Ok(self.new_tensor(descriptor, None, Some(Rc::new(buffer))))
     }
 
-    /// `createConstantTensor` from a host copy the caller made (JS-owned on the web).
+    /// `createConstantTensor` from a host copy the caller made (JS-owned on the web). The bytes
+    /// enter the backend's memory with the first graph that uses them and leave with the last
+    /// one (under a budget, a constant tensor pins nothing).
     pub fn create_constant_tensor(&self, operand: OperandDescriptor, host: HostBytes) -> Result<CpuTensor> {
         self.check_not_lost()?;
         operand.check_dimensions()?;
         self.check_tensor_byte_length(&operand)?;
         check_byte_length(&operand, host.len() as usize)?;
         let constant = Rc::new(SharedConstant::new(host.len().div_ceil(4) * 4, host));
-        self.make_room(0, constant.buffer_size)?;
-        let (buffer, copied) = self.resident_constant(&constant)?;
-        let memory = &self.inner.memory;
-        memory.bytes_uploaded.set(memory.bytes_uploaded.get() + copied);
         let descriptor = TensorDescriptor { operand, readable: false, writable: false };
-        Ok(self.new_tensor(descriptor, Some(constant), buffer))
+        Ok(self.new_tensor(descriptor, Some(constant), None))
     }
 
     /// `writeTensor(tensor, inputData)`.
