@@ -8,6 +8,14 @@
 export interface InstallOptions {
   /** Replace a browser's own navigator.ml. @default false */
   force?: boolean;
+  /**
+   * What contexts run on. "auto": WebGPU on a hardware GPU, the CPU backend (wasm, SIMD128)
+   * where there is no WebGPU adapter or only a software one (SwiftShader, llvmpipe). "webgpu":
+   * any WebGPU adapter, software ones included. "cpu": always the CPU backend.
+   * `createContext({accelerated: false})` is the CPU backend in every case.
+   * @default "auto"
+   */
+  backend?: "auto" | "webgpu" | "cpu";
 }
 
 /** What init() accepts: the .wasm file's URL, its bytes, a Response or a compiled module. */
@@ -80,7 +88,7 @@ declare global {
   interface MLContextOptions {
     /** @default "default" */
     powerPreference?: MLPowerPreference;
-    /** @default true */
+    /** false asks for the CPU backend. @default true */
     accelerated?: boolean;
     /**
      * Extension: the most device bytes the context holds. A swap-in or allocation that would go
@@ -131,6 +139,7 @@ declare global {
     opSupportLimits(): MLOpSupportLimits;
     /** Releases every resource of the context; `lost` resolves. */
     destroy(): void;
+    /** Whether the context runs on a hardware GPU (false on the CPU backend and on a software adapter). */
     readonly accelerated: boolean;
     readonly lost: Promise<MLContextLostInfo>;
 

@@ -103,7 +103,7 @@ mod tests {
         for _ in 0..2 {
             let result = pollster::block_on(ctx.inner.pipelines.get(&ctx.inner.device, source, 0, 1));
             match result {
-                Err(crate::Error::Operation(m)) => assert!(m.contains("compile"), "{m}"),
+                Err(crate::error::Error::Operation(m)) => assert!(m.contains("compile"), "{m}"),
                 Err(e) => panic!("wrong error kind: {e}"),
                 Ok(_) => panic!("an invalid kernel compiled"),
             }
