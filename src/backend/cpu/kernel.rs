@@ -1,13 +1,14 @@
 //! Which kernel runs an operator on the CPU, chosen once when the graph is compiled: a float32
 //! kernel of [`kernels`](super::kernels) where one exists for the operator and its data types,
-//! a free alias for reshapes, else the operator's float64 reference (every operator and data
-//! type: the rounding and integer wrapping of each stored value are those of a device).
+//! a kernel on raw bytes ([`typed`]) for other data types and several outputs, a free alias
+//! for reshapes, else the operator's float64 reference (every operator and data type: the
+//! rounding and integer wrapping of each stored value are those of a device).
 
 use std::cell::Cell;
 use std::rc::Rc;
 
 use crate::backend::cpu::buffer::Buffer;
-use crate::backend::cpu::kernels::{conv2d, float32, gemm};
+use crate::backend::cpu::kernels::{conv2d, float32, gemm, typed};
 use crate::error::{Error, Result};
 use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::conv2d::{conv2d_geometry, conv_transpose2d_geometry, ConvGeometry};
@@ -23,6 +24,8 @@ pub enum Kernel {
     ConvTranspose2d(ConvGeometry),
     /// One of [`float32::run`]'s kernels.
     Float32,
+    /// One of [`typed::run`]'s kernels (any data types, several outputs).
+    Typed,
     /// The operator's float64 reference.
     Reference,
 }
@@ -31,6 +34,9 @@ impl Kernel {
     pub fn choose(op: &Op, inputs: &[&OperandDescriptor], outputs: &[&OperandDescriptor]) -> Result<Kernel> {
         if let Op::Reshape { .. } = op {
             return Ok(Kernel::Alias);
+        }
+        if typed::handles(op, inputs, outputs) {
+            return Ok(Kernel::Typed);
         }
         let float32 = inputs.iter().chain(outputs).all(|d| d.data_type == DataType::Float32) && outputs.len() == 1;
         if !float32 {
@@ -87,6 +93,19 @@ impl Kernel {
                 })?;
                 match ran {
                     Some(_) => Ok(result),
+                    None => Kernel::Reference.run(op, inputs, outputs, counter),
+                }
+            }
+            Kernel::Typed => {
+                let mut buffers = outputs
+                    .iter()
+                    .map(|d| Buffer::zeroed(d.byte_length() as usize, counter))
+                    .collect::<Result<Vec<_>>>()?;
+                let operands: Vec<(&OperandDescriptor, &[u8])> = inputs.iter().map(|(d, b)| (*d, b.bytes())).collect();
+                let mut results: Vec<(&OperandDescriptor, &mut [u8])> =
+                    outputs.iter().copied().zip(buffers.iter_mut().map(Buffer::bytes_mut)).collect();
+                match typed::run(op, &operands, &mut results) {
+                    Some(ran) => ran.map(|()| buffers.into_iter().map(Rc::new).collect()),
                     None => Kernel::Reference.run(op, inputs, outputs, counter),
                 }
             }
