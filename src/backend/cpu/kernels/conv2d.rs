@@ -342,7 +342,9 @@ impl Conv {
         let [_, os_c, os_h, os_w] = self.output_strides;
         let [_, is_c, _, is_w] = self.input_strides;
         let out_w = self.output_size[1];
-        let depthwise = self.groups == self.input_channels;
+        // One input channel in one group is a plain convolution, which the GEMM runs far faster
+        // than the per-tap loop (an STFT as a conv: 258 filters of 256 taps).
+        let depthwise = self.groups == self.input_channels && self.groups > 1;
         match self.input_layout {
             InputLayout::Nchw if os_w == 1 && os_h == out_w => {
                 Ok(if depthwise && is_w == 1 { Method::DepthwisePlanar } else { Method::Planar })
