@@ -172,3 +172,33 @@ fn a_destroyed_context_stops_its_objects() {
     assert_eq!(ctx.create_tensor(TensorDescriptor { operand: f32_descriptor(&[1]), readable: true, writable: true }).err().unwrap().name(), "InvalidStateError");
     assert_eq!(ctx.read_tensor(&t).unwrap_err().name(), "TypeError", "a lost context's tensors are destroyed");
 }
+
+#[test]
+fn packed_weights_count_as_device_bytes_and_leave_with_the_graph() {
+    let ctx = CpuContext::new(ContextOptions::default());
+    let (m, k, n) = (8u32, 64u32, 32u32);
+    let weights: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 - 3.0).collect();
+    let mut b = GraphBuilder::new(&ctx).unwrap();
+    let x = b.input("x", f32_descriptor(&[m, k])).unwrap();
+    let w = b.constant(f32_descriptor(&[k, n]), &bytes(&weights)).unwrap();
+    let y = b.operator1(Op::Matmul, &[x, w], "").unwrap();
+    let graph = CpuGraph::compile(&ctx, b.prepare_build(&[("y".into(), y)]).unwrap()).unwrap();
+    let xs: Vec<f32> = (0..m * k).map(|i| (i % 5) as f32 - 2.0).collect();
+    let expected: Vec<f32> = (0..m * n)
+        .map(|e| (0..k).map(|p| xs[(e / n * k + p) as usize] * weights[(p * n + e % n) as usize]).sum())
+        .collect();
+    let input = ctx.create_tensor(TensorDescriptor { operand: f32_descriptor(&[m, k]), readable: false, writable: true }).unwrap();
+    let output = ctx.create_tensor(TensorDescriptor { operand: f32_descriptor(&[m, n]), readable: true, writable: false }).unwrap();
+    ctx.write_tensor(&input, &bytes(&xs)).unwrap();
+    let tensors = 4 * (m * k + m * n) as u64;
+    let constant = 4 * (k * n) as u64;
+    assert_eq!(ctx.memory_info().device_bytes, tensors + constant);
+    for _ in 0..2 {
+        ctx.dispatch(&graph, &[("x".into(), input.clone())], &[("y".into(), output.clone())]).unwrap();
+        assert_eq!(floats(&ctx.read_tensor(&output).unwrap()), expected);
+        // B packed in panels of 8 columns (32 is a multiple): as many bytes again.
+        assert_eq!(ctx.memory_info().device_bytes, tensors + 2 * constant, "the packed copy counts");
+        graph.swap_out(Residency::Host).unwrap();
+        assert_eq!(ctx.memory_info().device_bytes, tensors, "swapOut() drops the packed copy too");
+    }
+}

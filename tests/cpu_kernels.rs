@@ -93,6 +93,13 @@ fn check_matmul(rng: &mut Rng, a_shape: &[u32], b_shape: &[u32]) {
     let (expected, scale) = reference(&Op::Matmul, &Op::Matmul, &[(a_shape, &a), (b_shape, &b)], &output);
     let k = a_shape[a_shape.len() - 1] as usize;
     assert_close(&format!("matmul {a_shape:?} x {b_shape:?}"), &out, &expected, &scale, k);
+    if let [k, n] = *b_shape {
+        // B packed once, as a constant weight is.
+        let packed = gemm::Packed::right(gemm::Matrix::row_major(&b, k as usize, n as usize)).unwrap();
+        let mut again = vec![f32::NAN; out.len()];
+        gemm::matmul_prepacked(&a, a_shape, &b, b_shape, Some(&packed), &mut again).unwrap();
+        assert_close(&format!("matmul {a_shape:?} x packed {b_shape:?}"), &again, &expected, &scale, k as usize);
+    }
 }
 
 #[test]

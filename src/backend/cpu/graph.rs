@@ -80,7 +80,8 @@ impl CpuGraph {
             .map(|operator| {
                 let input_descriptors: Vec<&OperandDescriptor> = operator.inputs.iter().map(|&i| &descriptors[i]).collect();
                 let output_descriptors: Vec<&OperandDescriptor> = operator.outputs.iter().map(|&o| &descriptors[o]).collect();
-                let kernel = Kernel::choose(&operator.op, &input_descriptors, &output_descriptors)?;
+                let constant: Vec<bool> = operator.inputs.iter().map(|&i| matches!(sources[i], OperandSource::Constant(_))).collect();
+                let kernel = Kernel::choose(&operator.op, &input_descriptors, &output_descriptors, &constant)?;
                 Ok(Step { operator, kernel })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -215,6 +216,7 @@ impl CpuGraph {
     pub fn destroy(&self) {
         if !self.inner.destroyed.replace(true) {
             self.inner.resident.borrow_mut().clear();
+            self.inner.steps.iter().for_each(|s| s.kernel.release());
         }
     }
 }
@@ -243,6 +245,7 @@ impl Evictable for GraphInner {
     fn evict(&self) {
         if self.residency.get() == Residency::Device {
             self.resident.borrow_mut().clear();
+            self.steps.iter().for_each(|s| s.kernel.release());
             self.residency.set(Residency::Host);
             let memory = &self.context.inner.memory;
             memory.swap_outs.set(memory.swap_outs.get() + 1);

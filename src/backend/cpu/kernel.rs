@@ -4,7 +4,7 @@
 //! for reshapes, else the operator's float64 reference (every operator and data type: the
 //! rounding and integer wrapping of each stored value are those of a device).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use crate::backend::cpu::buffer::Buffer;
@@ -18,9 +18,11 @@ use crate::ops::{self, HostTensor, Op};
 pub enum Kernel {
     /// The output is the input's bytes (reshape).
     Alias,
-    Matmul,
+    /// With a constant rank-2 B, B packed once.
+    Matmul(Option<Prepacked<gemm::Packed>>),
     Gemm(GemmOptions),
-    Conv2d(ConvGeometry),
+    /// With a constant filter, the filter packed once.
+    Conv2d(ConvGeometry, Option<Prepacked<conv2d::PackedFilter>>),
     ConvTranspose2d(ConvGeometry),
     /// One of [`float32::run`]'s kernels.
     Float32,
@@ -31,7 +33,8 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub fn choose(op: &Op, inputs: &[&OperandDescriptor], outputs: &[&OperandDescriptor]) -> Result<Kernel> {
+    /// `constant[i]`: whether input `i` is a constant of the graph.
+    pub fn choose(op: &Op, inputs: &[&OperandDescriptor], outputs: &[&OperandDescriptor], constant: &[bool]) -> Result<Kernel> {
         if let Op::Reshape { .. } = op {
             return Ok(Kernel::Alias);
         }
@@ -43,9 +46,9 @@ impl Kernel {
             return Ok(Kernel::Reference);
         }
         Ok(match op {
-            Op::Matmul => Kernel::Matmul,
+            Op::Matmul => Kernel::Matmul((constant.get(1) == Some(&true) && inputs[1].shape.len() == 2).then(Prepacked::default)),
             Op::Gemm(o) => Kernel::Gemm(o.clone()),
-            Op::Conv2d(o) => Kernel::Conv2d(conv2d_geometry(o, inputs)?),
+            Op::Conv2d(o) => Kernel::Conv2d(conv2d_geometry(o, inputs)?, (constant.get(1) == Some(&true)).then(Prepacked::default)),
             Op::ConvTranspose2d(o) => Kernel::ConvTranspose2d(conv_transpose2d_geometry(o, inputs)?),
             op if float32::handles(op) => Kernel::Float32,
             _ => Kernel::Reference,
@@ -70,14 +73,23 @@ impl Kernel {
         };
         match self {
             Kernel::Alias => inputs.first().map(|(_, b)| vec![b.clone()]).ok_or_else(|| Error::Operation("reshape has no input".into())),
-            Kernel::Matmul => float32_output(&mut |out| gemm::matmul(input(0)?, shape(0), input(1)?, shape(1), out)),
+            Kernel::Matmul(prepacked) => float32_output(&mut |out| {
+                let b = prepacked.as_ref().map(|p| p.get(&inputs[1].1, counter, |b| gemm::Packed::right(gemm::Matrix::row_major(b, shape(1)[0] as usize, shape(1)[1] as usize)), gemm::Packed::bytes)).transpose()?;
+                gemm::matmul_prepacked(input(0)?, shape(0), input(1)?, shape(1), b.as_deref(), out)
+            }),
             Kernel::Gemm(o) => float32_output(&mut |out| {
                 let c = if o.has_c { Some((input(2)?, shape(2))) } else { None };
                 gemm::gemm_op(input(0)?, shape(0), input(1)?, shape(1), c, o.alpha as f32, o.beta as f32, o.a_transpose, o.b_transpose, out)
             }),
-            Kernel::Conv2d(g) => float32_output(&mut |out| {
+            Kernel::Conv2d(g, prepacked) => float32_output(&mut |out| {
                 let bias = if inputs.len() > 2 { Some(input(2)?) } else { None };
-                conv2d::conv2d(g, input(0)?, input(1)?, bias, out)
+                match prepacked {
+                    Some(p) => {
+                        let filter = p.get(&inputs[1].1, counter, |f| conv2d::PackedFilter::new(g, f), conv2d::PackedFilter::bytes)?;
+                        conv2d::conv2d_packed(g, input(0)?, &filter, bias, out)
+                    }
+                    None => conv2d::conv2d(g, input(0)?, input(1)?, bias, out),
+                }
             }),
             Kernel::ConvTranspose2d(g) => float32_output(&mut |out| {
                 let bias = if inputs.len() > 2 { Some(input(2)?) } else { None };
@@ -120,6 +132,69 @@ impl Kernel {
                     .map(|t| Ok(Rc::new(Buffer::from_bytes(&t.to_bytes(), counter)?)))
                     .collect()
             }
+        }
+    }
+}
+
+/// A constant operand rearranged once for its kernel, kept while the graph is resident (its
+/// bytes count as the backend's) and rebuilt when the constant's buffer changes (a swap-in).
+pub struct Prepacked<T> {
+    slot: RefCell<Option<(*const Buffer, Rc<T>, Reservation)>>,
+}
+
+impl<T> Default for Prepacked<T> {
+    fn default() -> Self {
+        Prepacked { slot: RefCell::default() }
+    }
+}
+
+impl<T> Prepacked<T> {
+    /// The rearrangement of `buffer`, built by `build` from its floats unless already there.
+    fn get(&self, buffer: &Rc<Buffer>, counter: &Rc<Cell<u64>>, build: impl FnOnce(&[f32]) -> Result<T>, bytes: fn(&T) -> u64) -> Result<Rc<T>> {
+        let key = Rc::as_ptr(buffer);
+        if let Some((k, value, _)) = &*self.slot.borrow() {
+            if *k == key {
+                return Ok(value.clone());
+            }
+        }
+        self.slot.borrow_mut().take();
+        let value = Rc::new(build(buffer.f32())?);
+        let reservation = Reservation::new(bytes(&value), counter);
+        *self.slot.borrow_mut() = Some((key, value.clone(), reservation));
+        Ok(value)
+    }
+
+    fn release(&self) {
+        self.slot.borrow_mut().take();
+    }
+}
+
+/// Bytes held outside a [`Buffer`], counted in the backend's device bytes while alive.
+struct Reservation {
+    bytes: u64,
+    counter: Rc<Cell<u64>>,
+}
+
+impl Reservation {
+    fn new(bytes: u64, counter: &Rc<Cell<u64>>) -> Reservation {
+        counter.set(counter.get() + bytes);
+        Reservation { bytes, counter: counter.clone() }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.counter.set(self.counter.get().saturating_sub(self.bytes));
+    }
+}
+
+impl Kernel {
+    /// Lets go of what the kernel keeps between dispatches (when its graph leaves memory).
+    pub fn release(&self) {
+        match self {
+            Kernel::Matmul(Some(p)) => p.release(),
+            Kernel::Conv2d(_, Some(p)) => p.release(),
+            _ => {}
         }
     }
 }

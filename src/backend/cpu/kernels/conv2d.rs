@@ -14,7 +14,7 @@
 use crate::error::{Error, Result};
 use crate::ops::conv2d::{ConvGeometry, InputLayout};
 
-use super::gemm::{gemm, Matrix};
+use super::gemm::{gemm, gemm_prepacked, Matrix, Packed};
 use super::scratch::{self, Slot};
 
 /// Floats of im2col (or col2im) columns per tile, 4 MiB: larger products are tiled by rows.
@@ -39,6 +39,9 @@ enum Method {
 pub struct PackedFilter {
     key: FilterKey,
     weights: Vec<f32>,
+    /// With one group, the filter also packed as the GEMM's operand (left for nchw, right for
+    /// nhwc), so that no call packs it.
+    gemm: Option<Packed>,
 }
 
 /// What a packed filter was built for; [`conv2d_packed`] refuses a geometry that differs.
@@ -63,7 +66,20 @@ impl PackedFilter {
             .map_err(|_| Error::Operation("conv2d: cannot allocate the packed filter".into()))?;
         weights.resize(conv.filter_len(), 0.0);
         conv.pack_filter(method, filter, &mut weights);
-        Ok(PackedFilter { key: conv.filter_key(method), weights })
+        let depth = conv.filter_len() / conv.output_channels.max(1);
+        let matrix = Matrix::row_major(&weights, conv.output_channels, depth);
+        let gemm = match method {
+            _ if conv.groups != 1 => None,
+            Method::Planar => Some(Packed::left(matrix)?),
+            Method::Interleaved => Some(Packed::right(matrix.t())?),
+            Method::DepthwisePlanar | Method::DepthwiseInterleaved => None,
+        };
+        Ok(PackedFilter { key: conv.filter_key(method), weights, gemm })
+    }
+
+    /// Bytes it holds.
+    pub fn bytes(&self) -> u64 {
+        (self.weights.len() * 4) as u64 + self.gemm.as_ref().map_or(0, Packed::bytes)
     }
 }
 
@@ -75,7 +91,7 @@ pub fn conv2d(g: &ConvGeometry, input: &[f32], filter: &[f32], bias: Option<&[f3
     conv.check_filter(filter)?;
     scratch::with(Slot::Filter, conv.filter_len(), |weights| {
         conv.pack_filter(method, filter, weights);
-        conv.run(method, input, weights, bias, out)
+        conv.run(method, input, weights, None, bias, out)
     })
 }
 
@@ -92,7 +108,7 @@ pub fn conv2d_packed(
     if filter.key != conv.filter_key(method) {
         return Err(Error::Operation("conv2d: the packed filter was built for another geometry".into()));
     }
-    conv.run(method, input, &filter.weights, bias, out)
+    conv.run(method, input, &filter.weights, filter.gemm.as_ref(), bias, out)
 }
 
 /// convTranspose2d of `input` by `filter` (plus `bias` per output channel) into `out`, all laid
@@ -414,7 +430,7 @@ impl Conv {
     }
 
     /// conv2d with the filter rearranged for `method`.
-    fn run(&self, method: Method, input: &[f32], weights: &[f32], bias: Option<&[f32]>, out: &mut [f32]) -> Result<()> {
+    fn run(&self, method: Method, input: &[f32], weights: &[f32], packed: Option<&Packed>, bias: Option<&[f32]>, out: &mut [f32]) -> Result<()> {
         self.check_operands(input, bias, out)?;
         if weights.len() < self.filter_len() {
             return Err(Error::Operation("conv2d: the packed filter is too short".into()));
@@ -429,13 +445,13 @@ impl Conv {
                 if let Some(bias) = bias {
                     self.fill_output(Some(bias), out);
                 }
-                self.gemm(method, input, weights, bias.is_some(), out)
+                self.gemm(method, input, weights, packed, bias.is_some(), out)
             }
         }
     }
 
     /// conv2d by GEMM per batch and group, through im2col unless the filter is pointwise.
-    fn gemm(&self, method: Method, input: &[f32], weights: &[f32], accumulate: bool, out: &mut [f32]) -> Result<()> {
+    fn gemm(&self, method: Method, input: &[f32], weights: &[f32], packed: Option<&Packed>, accumulate: bool, out: &mut [f32]) -> Result<()> {
         let [is_n, is_c, is_h, is_w] = self.input_strides;
         let [os_n, os_c, os_h, os_w] = self.output_strides;
         let [in_h, in_w] = self.input_size;
@@ -484,9 +500,9 @@ impl Conv {
                         let start = n * os_n + group * per_group * os_c + oy0 * os_h;
                         let out = out.get_mut(start..).unwrap_or_default();
                         if planar {
-                            gemm(filter, columns, 1.0, out, os_c, accumulate)?;
+                            gemm_prepacked(filter, packed, columns, None, 1.0, out, os_c, accumulate)?;
                         } else {
-                            gemm(columns, filter.t(), 1.0, out, os_w, accumulate)?;
+                            gemm_prepacked(columns, None, filter.t(), packed, 1.0, out, os_w, accumulate)?;
                         }
                     }
                 }

@@ -104,7 +104,106 @@ pub fn gemm(a: Matrix, b: Matrix, alpha: f32, c: &mut [f32], ldc: usize, accumul
     if n == 1 && gemv(b.offset, b.row_stride, b.data, a.t(), alpha, c, ldc, accumulate)? {
         return Ok(());
     }
-    packed(a, b, alpha, c, ldc, accumulate)
+    packed(a, None, b, None, alpha, c, ldc, accumulate)
+}
+
+/// An operand packed once for the products it takes part in again (a constant weight): its
+/// blocks laid out as [`packed`] reads them, so that a product skips packing it. A left operand
+/// (A) holds, for each depth block at `pc`, its `MC`-row blocks at `m_pad * pc + ic * kc`; a
+/// right operand (B) holds, for each `NC`-column block at `jc`, its depth blocks at
+/// `jc * k + pc * nc_pad`.
+#[derive(Debug, Clone)]
+pub struct Packed {
+    rows: usize,
+    cols: usize,
+    left: bool,
+    data: Vec<f32>,
+}
+
+impl Packed {
+    /// `a` packed as the left operand of products.
+    pub fn left(a: Matrix) -> Result<Packed> {
+        a.check("a")?;
+        let (m, k) = (a.rows, a.cols);
+        let kc_max = depth_block(k);
+        let m_pad = m.next_multiple_of(MR);
+        let mut data = allocate(m_pad * k)?;
+        for pc in (0..k).step_by(kc_max.max(1)) {
+            let kc = kc_max.min(k - pc);
+            for ic in (0..m).step_by(MC) {
+                let mc = MC.min(m - ic);
+                pack_a(&a, ic, mc, pc, kc, &mut data[m_pad * pc + ic * kc..][..mc.next_multiple_of(MR) * kc]);
+            }
+        }
+        Ok(Packed { rows: m, cols: k, left: true, data })
+    }
+
+    /// `b` packed as the right operand of products.
+    pub fn right(b: Matrix) -> Result<Packed> {
+        b.check("b")?;
+        let (k, n) = (b.rows, b.cols);
+        let kc_max = depth_block(k);
+        let mut data = allocate(n.next_multiple_of(NR) * k)?;
+        for jc in (0..n).step_by(NC) {
+            let nc = NC.min(n - jc);
+            let nc_pad = nc.next_multiple_of(NR);
+            for pc in (0..k).step_by(kc_max.max(1)) {
+                let kc = kc_max.min(k - pc);
+                pack_b(&b, pc, kc, jc, nc, &mut data[jc * k + pc * nc_pad..][..nc_pad * kc]);
+            }
+        }
+        Ok(Packed { rows: k, cols: n, left: false, data })
+    }
+
+    /// Bytes it holds.
+    pub fn bytes(&self) -> u64 {
+        (self.data.len() * 4) as u64
+    }
+}
+
+fn allocate(len: usize) -> Result<Vec<f32>> {
+    let mut data = Vec::new();
+    data.try_reserve_exact(len).map_err(|_| Error::Operation(format!("gemm: cannot allocate {len} floats of packed weights")))?;
+    data.resize(len, 0.0);
+    Ok(data)
+}
+
+/// Depth of the blocks of a product of depth `k`: equal blocks, so that k = KC + 1 does not
+/// leave a block of depth 1.
+fn depth_block(k: usize) -> usize {
+    k.div_ceil(k.div_ceil(KC).max(1))
+}
+
+/// [`gemm`] where A or B (or both) may also come packed ([`Packed`] of the same matrix): the
+/// products that pack use the packed copy; single rows and columns stream the views.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_prepacked(
+    a: Matrix,
+    a_packed: Option<&Packed>,
+    b: Matrix,
+    b_packed: Option<&Packed>,
+    alpha: f32,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+) -> Result<()> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if a_packed.is_some_and(|p| !p.left || (p.rows, p.cols) != (m, k)) || b_packed.is_some_and(|p| p.left || (p.rows, p.cols) != (k, n)) {
+        return Err(Error::Operation("gemm: a packed operand was built for another shape".into()));
+    }
+    if m <= 1 || n <= 1 || k == 0 || (a_packed.is_none() && b_packed.is_none()) {
+        return gemm(a, b, alpha, c, ldc, accumulate);
+    }
+    if b.rows != k {
+        return Err(Error::Operation(format!("gemm: a has {k} columns but b has {} rows", b.rows)));
+    }
+    a.check("a")?;
+    b.check("b")?;
+    let fits = (m - 1).checked_mul(ldc).and_then(|i| i.checked_add(n)).is_some_and(|end| end <= c.len());
+    if ldc < n || !fits {
+        return Err(Error::Operation(format!("gemm: a {m} x {n} output with row stride {ldc} exceeds {} elements", c.len())));
+    }
+    packed(a, a_packed, b, b_packed, alpha, c, ldc, accumulate)
 }
 
 /// `y[j * y_stride] (+)= alpha * sum_p x[p] * mat[p, j]` where `x[p]` is
@@ -181,30 +280,45 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
-/// The blocked product: B blocks packed once per `(jc, pc)`, A blocks once per `(jc, pc, ic)`,
-/// the micro-kernel over every `MR x NR` tile of the block.
-fn packed(a: Matrix, b: Matrix, alpha: f32, c: &mut [f32], ldc: usize, accumulate: bool) -> Result<()> {
+/// The blocked product: B blocks packed once per `(jc, pc)`, A blocks once per `(jc, pc, ic)`
+/// (or taken from their [`Packed`] copies), the micro-kernel over every `MR x NR` tile of the
+/// block.
+#[allow(clippy::too_many_arguments)]
+fn packed(a: Matrix, a_packed: Option<&Packed>, b: Matrix, b_packed: Option<&Packed>, alpha: f32, c: &mut [f32], ldc: usize, accumulate: bool) -> Result<()> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    // Equal depth blocks, so that k = KC + 1 does not leave a block of depth 1.
-    let kc_max = k.div_ceil(k.div_ceil(KC));
-    let mc_max = m.min(MC).next_multiple_of(MR);
-    let nc_max = n.min(NC).next_multiple_of(NR);
+    let kc_max = depth_block(k);
+    let mc_max = if a_packed.is_some() { 0 } else { m.min(MC).next_multiple_of(MR) };
+    let nc_max = if b_packed.is_some() { 0 } else { n.min(NC).next_multiple_of(NR) };
+    let m_pad = m.next_multiple_of(MR);
     scratch::with(Slot::Pack, (mc_max + nc_max) * kc_max, |buffer| {
         let (a_pack, b_pack) = buffer.split_at_mut(mc_max * kc_max);
         for jc in (0..n).step_by(NC) {
             let nc = NC.min(n - jc);
+            let nc_pad = nc.next_multiple_of(NR);
             for pc in (0..k).step_by(kc_max) {
                 let kc = kc_max.min(k - pc);
-                pack_b(&b, pc, kc, jc, nc, b_pack);
+                let b_block: &[f32] = match b_packed {
+                    Some(p) => &p.data[jc * k + pc * nc_pad..][..nc_pad * kc],
+                    None => {
+                        pack_b(&b, pc, kc, jc, nc, b_pack);
+                        b_pack
+                    }
+                };
                 // Blocks after the first depth block add to what the first wrote.
                 let add = accumulate || pc > 0;
                 for ic in (0..m).step_by(MC) {
                     let mc = MC.min(m - ic);
-                    pack_a(&a, ic, mc, pc, kc, a_pack);
+                    let a_block: &[f32] = match a_packed {
+                        Some(p) => &p.data[m_pad * pc + ic * kc..][..mc.next_multiple_of(MR) * kc],
+                        None => {
+                            pack_a(&a, ic, mc, pc, kc, a_pack);
+                            a_pack
+                        }
+                    };
                     for jr in (0..nc).step_by(NR) {
-                        let b_panel = &b_pack[jr * kc..(jr + NR) * kc];
+                        let b_panel = &b_block[jr * kc..(jr + NR) * kc];
                         for ir in (0..mc).step_by(MR) {
-                            let tile = micro_kernel(&a_pack[ir * kc..(ir + MR) * kc], b_panel);
+                            let tile = micro_kernel(&a_block[ir * kc..(ir + MR) * kc], b_panel);
                             let rows = MR.min(mc - ir);
                             let cols = NR.min(nc - jr);
                             store(&tile, alpha, c, (ic + ir) * ldc + jc + jr, ldc, rows, cols, add);
@@ -352,6 +466,11 @@ fn check_len(what: &str, shape: &[u32], len: usize) -> Result<usize> {
 /// WebNN matmul: `a` of shape `[..., M, K]`, `b` of `[..., K, N]`, batch dimensions broadcast
 /// (numpy rules, the shorter left-padded with 1s); `out` is the broadcast `[..., M, N]`.
 pub fn matmul(a: &[f32], a_shape: &[u32], b: &[f32], b_shape: &[u32], out: &mut [f32]) -> Result<()> {
+    matmul_prepacked(a, a_shape, b, b_shape, None, out)
+}
+
+/// [`matmul`] with a rank-2 `b` also given packed ([`Packed::right`]).
+pub fn matmul_prepacked(a: &[f32], a_shape: &[u32], b: &[f32], b_shape: &[u32], b_packed: Option<&Packed>, out: &mut [f32]) -> Result<()> {
     let (ra, rb) = (a_shape.len(), b_shape.len());
     if ra < 2 || rb < 2 {
         return Err(Error::Operation(format!("matmul: a {a_shape:?} and b {b_shape:?} must have rank 2 or more")));
@@ -389,7 +508,7 @@ pub fn matmul(a: &[f32], a_shape: &[u32], b: &[f32], b_shape: &[u32], out: &mut 
     let batches: usize = batch.iter().product();
     // A single B (no batch of its own) against a batch of A is one product of all A's rows.
     if b_step == k * n && a_step == batches * m * k {
-        return gemm(Matrix::row_major(a, batches * m, k), Matrix::row_major(b, k, n), 1.0, out, n, false);
+        return gemm_prepacked(Matrix::row_major(a, batches * m, k), None, Matrix::row_major(b, k, n), b_packed, 1.0, out, n, false);
     }
     for (index, c) in out.chunks_exact_mut((m * n).max(1)).enumerate().take(batches) {
         let (mut rest, mut a_offset, mut b_offset) = (index, 0, 0);
