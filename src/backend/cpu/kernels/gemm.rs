@@ -10,14 +10,15 @@ use crate::error::{Error, Result};
 
 use super::scratch::{self, Slot};
 
-/// Rows of the micro-kernel's output tile.
-const MR: usize = 6;
+/// Rows of the micro-kernel's output tile: 4 x 2 vector accumulators, which V8 keeps in
+/// registers (six rows spill; see BENCHMARKS.md).
+const MR: usize = 4;
 /// Columns of the micro-kernel's output tile: two 4-lane vectors.
 const NR: usize = 8;
 /// Depth of a packed block: an `MR x KC` A panel and a `KC x NR` B panel stay in L1.
 const KC: usize = 256;
 /// Rows of a packed A block (a multiple of `MR`), which stays in L2.
-const MC: usize = 72;
+const MC: usize = 64;
 /// Columns of a packed B block (a multiple of `NR`).
 const NC: usize = 1024;
 /// Columns of the output that the row-streaming GEMV accumulates at a time (in L1).
