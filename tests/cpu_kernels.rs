@@ -172,6 +172,12 @@ fn gemm_every_transpose_alpha_beta_and_c() {
                     let (expected, scale) = reference(&Op::Gemm(options), &Op::Gemm(abs_options), &inputs, &output);
                     let what = format!("gemm {m}x{k}x{n} aT {a_transpose} bT {b_transpose} alpha {alpha} beta {beta} c {c_shape:?}");
                     assert_close(&what, &out, &expected, &scale, k as usize);
+                    // op(B) packed once, as a constant weight is.
+                    let packed = gemm::Packed::right(gemm::gemm_b(&b, &b_shape, b_transpose).unwrap()).unwrap();
+                    let mut again = vec![f32::NAN; out.len()];
+                    gemm::gemm_op_prepacked(&a, &a_shape, &b, &b_shape, Some(&packed), c_arg, alpha32, beta32, a_transpose, b_transpose, &mut again)
+                        .unwrap();
+                    assert_close(&format!("{what} (packed B)"), &again, &expected, &scale, k as usize);
                 }
             }
         }

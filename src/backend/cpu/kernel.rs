@@ -20,7 +20,8 @@ pub enum Kernel {
     Alias,
     /// With a constant rank-2 B, B packed once.
     Matmul(Option<Prepacked<gemm::Packed>>),
-    Gemm(GemmOptions),
+    /// With a constant B, `op(B)` packed once.
+    Gemm(GemmOptions, Option<Prepacked<gemm::Packed>>),
     /// With a constant filter, the filter packed once.
     Conv2d(ConvGeometry, Option<Prepacked<conv2d::PackedFilter>>),
     ConvTranspose2d(ConvGeometry),
@@ -47,7 +48,7 @@ impl Kernel {
         }
         Ok(match op {
             Op::Matmul => Kernel::Matmul((constant.get(1) == Some(&true) && inputs[1].shape.len() == 2).then(Prepacked::default)),
-            Op::Gemm(o) => Kernel::Gemm(o.clone()),
+            Op::Gemm(o) => Kernel::Gemm(o.clone(), (constant.get(1) == Some(&true)).then(Prepacked::default)),
             Op::Conv2d(o) => Kernel::Conv2d(conv2d_geometry(o, inputs)?, (constant.get(1) == Some(&true)).then(Prepacked::default)),
             Op::ConvTranspose2d(o) => Kernel::ConvTranspose2d(conv_transpose2d_geometry(o, inputs)?),
             op if float32::handles(op) => Kernel::Float32,
@@ -77,9 +78,12 @@ impl Kernel {
                 let b = prepacked.as_ref().map(|p| p.get(&inputs[1].1, counter, |b| gemm::Packed::right(gemm::Matrix::row_major(b, shape(1)[0] as usize, shape(1)[1] as usize)), gemm::Packed::bytes)).transpose()?;
                 gemm::matmul_prepacked(input(0)?, shape(0), input(1)?, shape(1), b.as_deref(), out)
             }),
-            Kernel::Gemm(o) => float32_output(&mut |out| {
+            Kernel::Gemm(o, prepacked) => float32_output(&mut |out| {
                 let c = if o.has_c { Some((input(2)?, shape(2))) } else { None };
-                gemm::gemm_op(input(0)?, shape(0), input(1)?, shape(1), c, o.alpha as f32, o.beta as f32, o.a_transpose, o.b_transpose, out)
+                let pack = |b: &[f32]| gemm::Packed::right(gemm::gemm_b(b, shape(1), o.b_transpose)?);
+                let b = prepacked.as_ref().map(|p| p.get(&inputs[1].1, counter, pack, gemm::Packed::bytes)).transpose()?;
+                let (alpha, beta) = (o.alpha as f32, o.beta as f32);
+                gemm::gemm_op_prepacked(input(0)?, shape(0), input(1)?, shape(1), b.as_deref(), c, alpha, beta, o.a_transpose, o.b_transpose, out)
             }),
             Kernel::Conv2d(g, prepacked) => float32_output(&mut |out| {
                 let bias = if inputs.len() > 2 { Some(input(2)?) } else { None };
@@ -192,7 +196,7 @@ impl Kernel {
     /// Lets go of what the kernel keeps between dispatches (when its graph leaves memory).
     pub fn release(&self) {
         match self {
-            Kernel::Matmul(Some(p)) => p.release(),
+            Kernel::Matmul(Some(p)) | Kernel::Gemm(_, Some(p)) => p.release(),
             Kernel::Conv2d(_, Some(p)) => p.release(),
             _ => {}
         }

@@ -541,14 +541,41 @@ pub fn gemm_op(
     b_transpose: bool,
     out: &mut [f32],
 ) -> Result<()> {
-    let (&[a0, a1], &[b0, b1]) = (a_shape, b_shape) else {
-        return Err(Error::Operation(format!("gemm: a {a_shape:?} and b {b_shape:?} must have rank 2")));
+    gemm_op_prepacked(a, a_shape, b, b_shape, None, c, alpha, beta, a_transpose, b_transpose, out)
+}
+
+/// The matrix `op(B)` of WebNN gemm: `b` of shape `[b0, b1]`, transposed when `b_transpose`.
+pub fn gemm_b<'a>(b: &'a [f32], b_shape: &[u32], b_transpose: bool) -> Result<Matrix<'a>> {
+    let &[b0, b1] = b_shape else {
+        return Err(Error::Operation(format!("gemm: b {b_shape:?} must have rank 2")));
+    };
+    check_len("gemm b", b_shape, b.len())?;
+    let b = Matrix::row_major(b, b0 as usize, b1 as usize);
+    Ok(if b_transpose { b.t() } else { b })
+}
+
+/// [`gemm_op`] with `op(B)` also given packed ([`Packed::right`] of [`gemm_b`]).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_op_prepacked(
+    a: &[f32],
+    a_shape: &[u32],
+    b: &[f32],
+    b_shape: &[u32],
+    b_packed: Option<&Packed>,
+    c: Option<(&[f32], &[u32])>,
+    alpha: f32,
+    beta: f32,
+    a_transpose: bool,
+    b_transpose: bool,
+    out: &mut [f32],
+) -> Result<()> {
+    let &[a0, a1] = a_shape else {
+        return Err(Error::Operation(format!("gemm: a {a_shape:?} must have rank 2")));
     };
     check_len("gemm a", a_shape, a.len())?;
-    check_len("gemm b", b_shape, b.len())?;
-    let (a0, a1, b0, b1) = (a0 as usize, a1 as usize, b0 as usize, b1 as usize);
+    let (a0, a1) = (a0 as usize, a1 as usize);
     let a = if a_transpose { Matrix::row_major(a, a0, a1).t() } else { Matrix::row_major(a, a0, a1) };
-    let b = if b_transpose { Matrix::row_major(b, b0, b1).t() } else { Matrix::row_major(b, b0, b1) };
+    let b = gemm_b(b, b_shape, b_transpose)?;
     let (m, n) = (a.rows, b.cols);
     check_len("gemm output", &[m as u32, n as u32], out.len())?;
     if let Some((c, c_shape)) = c {
@@ -573,5 +600,5 @@ pub fn gemm_op(
             }
         }
     }
-    gemm(a, b, alpha, out, n, c.is_some())
+    gemm_prepacked(a, None, b, b_packed, alpha, out, n, c.is_some())
 }
