@@ -27,8 +27,10 @@ extern "C" {
     fn special_values() -> js_sys::Promise;
 }
 
-/// Installs the polyfill (replacing a native WebNN, if any) and runs one JS test.
+/// Installs the polyfill (replacing a native WebNN, if any) on the WebGPU backend, a software
+/// adapter's included (the `cpu` stage runs the API on the CPU backend), and runs one JS test.
 async fn run(test: fn() -> js_sys::Promise) {
+    assert!(webnn_wgpu::api::prefer_backend("webgpu"));
     assert!(webnn_wgpu::api::install(true));
     if let Err(e) = JsFuture::from(test()).await {
         let message = js_sys::Reflect::get(&e, &"stack".into())
