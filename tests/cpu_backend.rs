@@ -175,10 +175,20 @@ fn a_destroyed_context_stops_its_objects() {
 
 #[test]
 fn packed_weights_count_as_device_bytes_and_leave_with_the_graph() {
+    let (tensors, constant) = (4 * (8 * 64 + 8 * 32), 4 * 64 * 32);
     let ctx = CpuContext::new(ContextOptions::default());
+    assert_eq!(matmul_with_packed_weights(&ctx), tensors + 2 * constant, "the packed copy counts");
+    // Under a budget without room for the copy, B is packed per product, as without it.
+    let ctx = CpuContext::new(ContextOptions { memory_budget: Some(tensors + constant + constant / 2), ..Default::default() });
+    assert_eq!(matmul_with_packed_weights(&ctx), tensors + constant, "no copy over the budget");
+}
+
+/// Runs `y = x W` twice with a swap-out between, checking y; returns the device bytes after
+/// the first dispatch.
+fn matmul_with_packed_weights(ctx: &CpuContext) -> u64 {
     let (m, k, n) = (8u32, 64u32, 32u32);
     let weights: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 - 3.0).collect();
-    let mut b = GraphBuilder::new(&ctx).unwrap();
+    let mut b = GraphBuilder::new(ctx).unwrap();
     let x = b.input("x", f32_descriptor(&[m, k])).unwrap();
     let w = b.constant(f32_descriptor(&[k, n]), &bytes(&weights)).unwrap();
     let y = b.operator1(Op::Matmul, &[x, w], "").unwrap();
@@ -193,12 +203,15 @@ fn packed_weights_count_as_device_bytes_and_leave_with_the_graph() {
     let tensors = 4 * (m * k + m * n) as u64;
     let constant = 4 * (k * n) as u64;
     assert_eq!(ctx.memory_info().device_bytes, tensors + constant);
+    let mut after = Vec::new();
     for _ in 0..2 {
         ctx.dispatch(&graph, &[("x".into(), input.clone())], &[("y".into(), output.clone())]).unwrap();
         assert_eq!(floats(&ctx.read_tensor(&output).unwrap()), expected);
         // B packed in panels of 8 columns (32 is a multiple): as many bytes again.
-        assert_eq!(ctx.memory_info().device_bytes, tensors + 2 * constant, "the packed copy counts");
+        after.push(ctx.memory_info().device_bytes);
         graph.swap_out(Residency::Host).unwrap();
         assert_eq!(ctx.memory_info().device_bytes, tensors, "swapOut() drops the packed copy too");
     }
+    assert_eq!(after[0], after[1]);
+    after[0]
 }

@@ -311,6 +311,12 @@ async function main() {
   $("pickInput").onchange = () => { window.moe.picked = openPicked([...$("pickInput").files]); };
   for (const p of reference.prompts) $("examples").add(new Option(p.text, p.text));
   $("examples").onchange = () => { $("prompt").value = $("examples").value; };
+  // The backend is chosen when the polyfill is installed: another one reloads the page.
+  $("backend").value = params.get("backend") ?? "auto";
+  $("backend").onchange = () => {
+    params.set("backend", $("backend").value);
+    location.search = params.toString();
+  };
   if (params.has("mode")) $("mode").value = params.get("mode");
   if (params.has("budget")) $("budget").value = params.get("budget");
   const showBudget = () => {

@@ -163,7 +163,14 @@ function plot(runs, budget) {
 }
 
 async function main() {
-  install({ force: true, backend: new URLSearchParams(location.search).get('backend') ?? 'auto' });
+  const params = new URLSearchParams(location.search);
+  // The backend is chosen when the polyfill is installed: another one reloads the page.
+  $('backend').value = params.get('backend') ?? 'auto';
+  $('backend').onchange = () => {
+    params.set('backend', $('backend').value);
+    location.search = params.toString();
+  };
+  install({ force: true, backend: $('backend').value });
   await init();
   $('status').textContent = 'measuring the stages…';
   const sizes = await stageSizes();

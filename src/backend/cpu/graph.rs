@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use crate::backend::cpu::buffer::Buffer;
 use crate::backend::cpu::context::CpuContext;
-use crate::backend::cpu::kernel::Kernel;
+use crate::backend::cpu::kernel::{Kernel, Memory};
 use crate::backend::cpu::tensor::CpuTensor;
 use crate::backend::check_dispatch;
 use crate::error::{Error, Result};
@@ -290,7 +290,8 @@ impl CpuContext {
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| Error::Operation(format!("{}: an input has no value", operator.op.name())))?;
             let output_descriptors: Vec<&OperandDescriptor> = operator.outputs.iter().map(|&o| &inner.descriptors[o]).collect();
-            let results = step.kernel.run(&operator.op, &operands, &output_descriptors, self.device_counter())?;
+            let memory = Memory { counter: self.device_counter(), budget: self.inner.memory.budget.get() };
+            let results = step.kernel.run(&operator.op, &operands, &output_descriptors, &memory)?;
             drop(operands);
             for (&o, result) in operator.outputs.iter().zip(results) {
                 values[o] = Some(result);

@@ -62,8 +62,9 @@ impl Kernel {
         op: &Op,
         inputs: &[(&OperandDescriptor, Rc<Buffer>)],
         outputs: &[&OperandDescriptor],
-        counter: &Rc<Cell<u64>>,
+        memory: &Memory,
     ) -> Result<Vec<Rc<Buffer>>> {
+        let counter = memory.counter;
         let input = |k: usize| inputs.get(k).map(|(_, b)| b.f32()).ok_or_else(|| Error::Operation(format!("{}: input {k} is missing", op.name())));
         let shape = |k: usize| inputs.get(k).map(|(d, _)| d.shape.as_slice()).unwrap_or(&[]);
         let float32_output = |f: &mut dyn FnMut(&mut [f32]) -> Result<()>| -> Result<Vec<Rc<Buffer>>> {
@@ -75,23 +76,36 @@ impl Kernel {
         match self {
             Kernel::Alias => inputs.first().map(|(_, b)| vec![b.clone()]).ok_or_else(|| Error::Operation("reshape has no input".into())),
             Kernel::Matmul(prepacked) => float32_output(&mut |out| {
-                let b = prepacked.as_ref().map(|p| p.get(&inputs[1].1, counter, |b| gemm::Packed::right(gemm::Matrix::row_major(b, shape(1)[0] as usize, shape(1)[1] as usize)), gemm::Packed::bytes)).transpose()?;
+                let (k, n) = (shape(1)[0] as usize, shape(1)[1] as usize);
+                let pack = |b: &[f32]| gemm::Packed::right(gemm::Matrix::row_major(b, k, n));
+                let b = match prepacked {
+                    Some(p) => p.get(&inputs[1].1, memory, gemm::Packed::right_bytes(k, n), pack, gemm::Packed::bytes)?,
+                    None => None,
+                };
                 gemm::matmul_prepacked(input(0)?, shape(0), input(1)?, shape(1), b.as_deref(), out)
             }),
             Kernel::Gemm(o, prepacked) => float32_output(&mut |out| {
                 let c = if o.has_c { Some((input(2)?, shape(2))) } else { None };
                 let pack = |b: &[f32]| gemm::Packed::right(gemm::gemm_b(b, shape(1), o.b_transpose)?);
-                let b = prepacked.as_ref().map(|p| p.get(&inputs[1].1, counter, pack, gemm::Packed::bytes)).transpose()?;
+                let (k, n) = if o.b_transpose { (shape(1)[1], shape(1)[0]) } else { (shape(1)[0], shape(1)[1]) };
+                let b = match prepacked {
+                    Some(p) => p.get(&inputs[1].1, memory, gemm::Packed::right_bytes(k as usize, n as usize), pack, gemm::Packed::bytes)?,
+                    None => None,
+                };
                 let (alpha, beta) = (o.alpha as f32, o.beta as f32);
                 gemm::gemm_op_prepacked(input(0)?, shape(0), input(1)?, shape(1), b.as_deref(), c, alpha, beta, o.a_transpose, o.b_transpose, out)
             }),
             Kernel::Conv2d(g, prepacked) => float32_output(&mut |out| {
                 let bias = if inputs.len() > 2 { Some(input(2)?) } else { None };
-                match prepacked {
-                    Some(p) => {
-                        let filter = p.get(&inputs[1].1, counter, |f| conv2d::PackedFilter::new(g, f), conv2d::PackedFilter::bytes)?;
-                        conv2d::conv2d_packed(g, input(0)?, &filter, bias, out)
-                    }
+                // The filter rearranged, and packed for the GEMM: at most (2 Cout + 7) x its depth.
+                let depth = input(1)?.len() / (g.output_channels as usize).max(1);
+                let bound = ((2 * g.output_channels as usize + 7) * depth * 4) as u64;
+                let packed = match prepacked {
+                    Some(p) => p.get(&inputs[1].1, memory, bound, |f| conv2d::PackedFilter::new(g, f), conv2d::PackedFilter::bytes)?,
+                    None => None,
+                };
+                match packed {
+                    Some(filter) => conv2d::conv2d_packed(g, input(0)?, &filter, bias, out),
                     None => conv2d::conv2d(g, input(0)?, input(1)?, bias, out),
                 }
             }),
@@ -109,7 +123,7 @@ impl Kernel {
                 })?;
                 match ran {
                     Some(_) => Ok(result),
-                    None => Kernel::Reference.run(op, inputs, outputs, counter),
+                    None => Kernel::Reference.run(op, inputs, outputs, memory),
                 }
             }
             Kernel::Typed => {
@@ -122,7 +136,7 @@ impl Kernel {
                     outputs.iter().copied().zip(buffers.iter_mut().map(Buffer::bytes_mut)).collect();
                 match typed::run(op, &operands, &mut results) {
                     Some(ran) => ran.map(|()| buffers.into_iter().map(Rc::new).collect()),
-                    None => Kernel::Reference.run(op, inputs, outputs, counter),
+                    None => Kernel::Reference.run(op, inputs, outputs, memory),
                 }
             }
             Kernel::Reference => {
@@ -140,10 +154,19 @@ impl Kernel {
     }
 }
 
+/// The backend's memory as a kernel sees it: the device byte counter and the budget.
+pub struct Memory<'a> {
+    pub counter: &'a Rc<Cell<u64>>,
+    pub budget: Option<u64>,
+}
+
 /// A constant operand rearranged once for its kernel, kept while the graph is resident (its
 /// bytes count as the backend's) and rebuilt when the constant's buffer changes (a swap-in).
+/// Under a budget it is made only where it fits beside what is held, evicting nothing: the
+/// kernel then rearranges the constant per call, as without it.
 pub struct Prepacked<T> {
-    slot: RefCell<Option<(*const Buffer, Rc<T>, Reservation)>>,
+    /// The constant's buffer, and its rearrangement (`None`: it did not fit).
+    slot: RefCell<Option<(*const Buffer, Option<(Rc<T>, Reservation)>)>>,
 }
 
 impl<T> Default for Prepacked<T> {
@@ -153,18 +176,20 @@ impl<T> Default for Prepacked<T> {
 }
 
 impl<T> Prepacked<T> {
-    /// The rearrangement of `buffer`, built by `build` from its floats unless already there.
-    fn get(&self, buffer: &Rc<Buffer>, counter: &Rc<Cell<u64>>, build: impl FnOnce(&[f32]) -> Result<T>, bytes: fn(&T) -> u64) -> Result<Rc<T>> {
+    /// The rearrangement of `buffer`, built by `build` from its floats unless already there, or
+    /// `None` when `bound` (at least its bytes) does not fit the budget.
+    fn get(&self, buffer: &Rc<Buffer>, memory: &Memory, bound: u64, build: impl FnOnce(&[f32]) -> Result<T>, bytes: fn(&T) -> u64) -> Result<Option<Rc<T>>> {
         let key = Rc::as_ptr(buffer);
-        if let Some((k, value, _)) = &*self.slot.borrow() {
+        if let Some((k, value)) = &*self.slot.borrow() {
             if *k == key {
-                return Ok(value.clone());
+                return Ok(value.as_ref().map(|(v, _)| v.clone()));
             }
         }
         self.slot.borrow_mut().take();
-        let value = Rc::new(build(buffer.f32())?);
-        let reservation = Reservation::new(bytes(&value), counter);
-        *self.slot.borrow_mut() = Some((key, value.clone(), reservation));
+        let fits = memory.budget.is_none_or(|budget| memory.counter.get().saturating_add(bound) <= budget);
+        let value = if fits { Some(Rc::new(build(buffer.f32())?)) } else { None };
+        let entry = value.as_ref().map(|v| (v.clone(), Reservation::new(bytes(v), memory.counter)));
+        *self.slot.borrow_mut() = Some((key, entry));
         Ok(value)
     }
 

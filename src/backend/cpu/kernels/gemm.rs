@@ -160,6 +160,11 @@ impl Packed {
     pub fn bytes(&self) -> u64 {
         (self.data.len() * 4) as u64
     }
+
+    /// Bytes [`Packed::right`] of a `rows x cols` matrix holds.
+    pub fn right_bytes(rows: usize, cols: usize) -> u64 {
+        (cols.next_multiple_of(NR) * rows * 4) as u64
+    }
 }
 
 fn allocate(len: usize) -> Result<Vec<f32>> {
