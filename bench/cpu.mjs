@@ -84,7 +84,7 @@ try {
 if (!args['no-models']) {
   // The clients test on the CPU context: each model through ORT's WebNN EP on our navigator.ml,
   // checked against and timed beside ORT's wasm EP in the same page.
-  execFileSync('node', ['tests/browser/clients.mjs'], { cwd: ROOT, stdio: 'inherit', env: { ...process.env, WEBNN_BACKEND: 'cpu' } });
+  execFileSync('node', ['tests/browser/clients.mjs'], { cwd: ROOT, stdio: 'inherit', env: { ...process.env, WEBNN_BACKEND: 'cpu', STEADY_RUNS: '15' } });
   results.models = JSON.parse(fs.readFileSync(path.join(ROOT, 'out/clients.json'), 'utf8'));
 }
 

@@ -176,21 +176,29 @@ fn a_destroyed_context_stops_its_objects() {
 #[test]
 fn packed_weights_count_as_device_bytes_and_leave_with_the_graph() {
     let (tensors, constant) = (4 * (8 * 64 + 8 * 32), 4 * 64 * 32);
-    let ctx = CpuContext::new(ContextOptions::default());
-    assert_eq!(matmul_with_packed_weights(&ctx), tensors + 2 * constant, "the packed copy counts");
-    // Under a budget without room for the copy, B is packed per product, as without it.
-    let ctx = CpuContext::new(ContextOptions { memory_budget: Some(tensors + constant + constant / 2), ..Default::default() });
-    assert_eq!(matmul_with_packed_weights(&ctx), tensors + constant, "no copy over the budget");
+    for reshaped in [false, true] {
+        let ctx = CpuContext::new(ContextOptions::default());
+        assert_eq!(matmul_with_packed_weights(&ctx, reshaped), tensors + 2 * constant, "the packed copy counts");
+        // Under a budget without room for the copy, B is packed per product, as without it.
+        let ctx = CpuContext::new(ContextOptions { memory_budget: Some(tensors + constant + constant / 2), ..Default::default() });
+        assert_eq!(matmul_with_packed_weights(&ctx, reshaped), tensors + constant, "no copy over the budget");
+    }
 }
 
 /// Runs `y = x W` twice with a swap-out between, checking y; returns the device bytes after
-/// the first dispatch.
-fn matmul_with_packed_weights(ctx: &CpuContext) -> u64 {
+/// the first dispatch. `reshaped`: W is a reshape of a flat constant (the same bytes).
+fn matmul_with_packed_weights(ctx: &CpuContext, reshaped: bool) -> u64 {
     let (m, k, n) = (8u32, 64u32, 32u32);
     let weights: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 - 3.0).collect();
     let mut b = GraphBuilder::new(ctx).unwrap();
     let x = b.input("x", f32_descriptor(&[m, k])).unwrap();
-    let w = b.constant(f32_descriptor(&[k, n]), &bytes(&weights)).unwrap();
+    let w = match reshaped {
+        false => b.constant(f32_descriptor(&[k, n]), &bytes(&weights)).unwrap(),
+        true => {
+            let flat = b.constant(f32_descriptor(&[k * n]), &bytes(&weights)).unwrap();
+            b.operator1(Op::Reshape { new_shape: vec![k, n] }, &[flat], "").unwrap()
+        }
+    };
     let y = b.operator1(Op::Matmul, &[x, w], "").unwrap();
     let graph = CpuGraph::compile(&ctx, b.prepare_build(&[("y".into(), y)]).unwrap()).unwrap();
     let xs: Vec<f32> = (0..m * k).map(|i| (i % 5) as f32 - 2.0).collect();

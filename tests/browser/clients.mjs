@@ -26,6 +26,8 @@ const check = (ok, what) => {
   if (!ok) failures++;
 };
 const ms = (x) => `${x.toFixed(0)} ms`;
+// Runs after the first whose median is the steady time (bench/cpu.mjs asks for more).
+const STEADY_RUNS = Number(process.env.STEADY_RUNS ?? 3);
 try {
   // ORT's C++ log (the WebNN session's is verbose) goes to the page's console.
   let lines = [];
@@ -47,7 +49,7 @@ try {
     lines = [];
     let r;
     try {
-      r = await withTimeout(page.evaluate((n) => window.clients.runModel(n), name), 150000, name);
+      r = await withTimeout(page.evaluate(([n, steady]) => window.clients.runModel(n, { steady }), [name, STEADY_RUNS]), 150000, name);
     } catch (e) {
       check(false, `${name}: ${e.message}`);
       // A run left pending would block the next session's run: a fresh page for the next model.

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::graph::{ConstantValue, GraphDescription, OperandSource, Operator};
 use crate::memory::budget::Evictable;
 use crate::memory::{EvictionPriority, Residency, SharedConstant};
+use crate::ops::Op;
 use crate::operand::OperandDescriptor;
 
 /// One operator with its kernel.
@@ -75,12 +76,19 @@ impl CpuGraph {
         for &output in outputs.values() {
             last_use[output] = usize::MAX;
         }
+        // Constants, and reshapes of them (the same bytes): their kernels may keep them packed.
+        let mut constant: Vec<bool> = sources.iter().map(|s| matches!(s, OperandSource::Constant(_))).collect();
+        for operator in &operators {
+            if let (Op::Reshape { .. }, [input], [output]) = (&operator.op, &operator.inputs[..], &operator.outputs[..]) {
+                constant[*output] = constant[*input];
+            }
+        }
         let steps = operators
             .into_iter()
             .map(|operator| {
                 let input_descriptors: Vec<&OperandDescriptor> = operator.inputs.iter().map(|&i| &descriptors[i]).collect();
                 let output_descriptors: Vec<&OperandDescriptor> = operator.outputs.iter().map(|&o| &descriptors[o]).collect();
-                let constant: Vec<bool> = operator.inputs.iter().map(|&i| matches!(sources[i], OperandSource::Constant(_))).collect();
+                let constant: Vec<bool> = operator.inputs.iter().map(|&i| constant[i]).collect();
                 let kernel = Kernel::choose(&operator.op, &input_descriptors, &output_descriptors, &constant)?;
                 Ok(Step { operator, kernel })
             })
