@@ -223,3 +223,28 @@ fn matmul_with_packed_weights(ctx: &CpuContext, reshaped: bool) -> u64 {
     assert_eq!(after[0], after[1]);
     after[0]
 }
+
+#[test]
+fn float16_runs_on_the_float32_kernels() {
+    use webnn_wgpu::ops::{self, activation::Activation, HostTensor};
+    let ctx = CpuContext::new(ContextOptions::default());
+    let f16 = |shape: &[u32]| OperandDescriptor::new(DataType::Float16, shape.to_vec());
+    let a = HostTensor::new(f16(&[3, 5]), (0..15).map(|i| (i as f64 - 7.0) / 8.0).collect()).unwrap();
+    let w = HostTensor::new(f16(&[5, 4]), (0..20).map(|i| ((i * 7) % 11) as f64 / 4.0 - 1.0).collect()).unwrap();
+    let mut b = GraphBuilder::new(&ctx).unwrap();
+    let x = b.input("x", f16(&[3, 5])).unwrap();
+    let k = b.constant(f16(&[5, 4]), &w.to_bytes()).unwrap();
+    let m = b.operator1(Op::Matmul, &[x, k], "").unwrap();
+    let y = b.operator1(Op::Activation(Activation::Relu), &[m], "").unwrap();
+    let graph = CpuGraph::compile(&ctx, b.prepare_build(&[("y".into(), y)]).unwrap()).unwrap();
+    assert_eq!(graph.kernel_counts(), (2, 0), "matmul and relu on float32 kernels, none on the reference");
+    let xt = ctx.create_tensor(TensorDescriptor { operand: f16(&[3, 5]), readable: false, writable: true }).unwrap();
+    let yt = ctx.create_tensor(TensorDescriptor { operand: f16(&[3, 4]), readable: true, writable: false }).unwrap();
+    ctx.write_tensor(&xt, &a.to_bytes()).unwrap();
+    ctx.dispatch(&graph, &[("x".into(), xt)], &[("y".into(), yt.clone())]).unwrap();
+    let got = HostTensor::from_bytes(f16(&[3, 4]), &ctx.read_tensor(&yt).unwrap()).unwrap();
+    // The references, each rounding its output to float16 (these products are exact in float32).
+    let m = ops::reference(&Op::Matmul, &[a, w], &[f16(&[3, 4])]).unwrap().remove(0);
+    let want = ops::reference(&Op::Activation(Activation::Relu), &[m], &[f16(&[3, 4])]).unwrap().remove(0);
+    assert_eq!(got.data, want.data);
+}

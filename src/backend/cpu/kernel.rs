@@ -29,6 +29,9 @@ pub enum Kernel {
     Float32,
     /// One of [`typed::run`]'s kernels (any data types, several outputs).
     Typed,
+    /// A float32 kernel on float16 operands: float16 is stored as float16 and computed in
+    /// float32, each output rounded to float16 once.
+    Float16(Box<Kernel>),
     /// The operator's float64 reference.
     Reference,
 }
@@ -41,6 +44,17 @@ impl Kernel {
         }
         if typed::handles(op, inputs, outputs) {
             return Ok(Kernel::Typed);
+        }
+        let floats = inputs.iter().chain(outputs).all(|d| matches!(d.data_type, DataType::Float32 | DataType::Float16));
+        if floats && inputs.iter().chain(outputs).any(|d| d.data_type == DataType::Float16) {
+            // The widened copies are new each dispatch: nothing to keep packed.
+            let widened = |ds: &[&OperandDescriptor]| ds.iter().map(|d| OperandDescriptor::new(DataType::Float32, d.shape.clone())).collect::<Vec<_>>();
+            let (inputs, outputs) = (widened(inputs), widened(outputs));
+            let (input_refs, output_refs): (Vec<_>, Vec<_>) = (inputs.iter().collect(), outputs.iter().collect());
+            return Ok(match Kernel::choose(op, &input_refs, &output_refs, &[])? {
+                Kernel::Reference => Kernel::Reference,
+                inner => Kernel::Float16(Box::new(inner)),
+            });
         }
         let float32 = inputs.iter().chain(outputs).all(|d| d.data_type == DataType::Float32) && outputs.len() == 1;
         if !float32 {
@@ -126,6 +140,21 @@ impl Kernel {
                     None => Kernel::Reference.run(op, inputs, outputs, memory),
                 }
             }
+            Kernel::Float16(inner) => {
+                let widen = |d: &OperandDescriptor| OperandDescriptor::new(DataType::Float32, d.shape.clone());
+                let wide_inputs = inputs
+                    .iter()
+                    .map(|(d, b)| Ok((widen(d), if d.data_type == DataType::Float16 { Rc::new(float16_to_float32(b, counter)?) } else { b.clone() })))
+                    .collect::<Result<Vec<_>>>()?;
+                let wide_outputs: Vec<OperandDescriptor> = outputs.iter().map(|d| widen(d)).collect();
+                let operands: Vec<(&OperandDescriptor, Rc<Buffer>)> = wide_inputs.iter().map(|(d, b)| (d, b.clone())).collect();
+                let results = inner.run(op, &operands, &wide_outputs.iter().collect::<Vec<_>>(), memory)?;
+                outputs
+                    .iter()
+                    .zip(results)
+                    .map(|(d, b)| if d.data_type == DataType::Float16 { Ok(Rc::new(float32_to_float16(&b, counter)?)) } else { Ok(b) })
+                    .collect()
+            }
             Kernel::Typed => {
                 let mut buffers = outputs
                     .iter()
@@ -152,6 +181,22 @@ impl Kernel {
             }
         }
     }
+}
+
+/// float16 bytes widened to float32 (exactly).
+fn float16_to_float32(bytes: &Buffer, counter: &Rc<Cell<u64>>) -> Result<Buffer> {
+    let mut wide = Buffer::zeroed(bytes.len() * 2, counter)?;
+    let halves: &[u16] = bytemuck::try_cast_slice(&bytes.bytes()[..bytes.len() / 2 * 2]).map_err(|_| Error::Operation("float16 bytes are not aligned".into()))?;
+    wide.f32_mut().iter_mut().zip(halves).for_each(|(w, &h)| *w = half::f16::from_bits(h).to_f32());
+    Ok(wide)
+}
+
+/// float32 values rounded to float16 (to nearest, ties to even).
+fn float32_to_float16(wide: &Buffer, counter: &Rc<Cell<u64>>) -> Result<Buffer> {
+    let mut narrow = Buffer::zeroed(wide.len() / 2, counter)?;
+    let halves: &mut [u16] = bytemuck::try_cast_slice_mut(narrow.bytes_mut()).map_err(|_| Error::Operation("float16 bytes are not aligned".into()))?;
+    halves.iter_mut().zip(wide.f32()).for_each(|(h, &w)| *h = half::f16::from_f32(w).to_bits());
+    Ok(narrow)
 }
 
 /// The backend's memory as a kernel sees it: the device byte counter and the budget.
