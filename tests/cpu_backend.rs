@@ -248,3 +248,31 @@ fn float16_runs_on_the_float32_kernels() {
     let want = ops::reference(&Op::Activation(Activation::Relu), &[m], &[f16(&[3, 4])]).unwrap().remove(0);
     assert_eq!(got.data, want.data);
 }
+
+/// Leak cycles natively (the browser's are in the `cpu` stage): build, create, write, dispatch,
+/// read and destroy, 10,000 times on one context, then whole contexts; the device and host
+/// bytes are back at zero after every cycle.
+#[test]
+fn leak_cycles_return_every_byte() {
+    let ctx = CpuContext::new(ContextOptions::default());
+    for i in 0..10_000u32 {
+        let k = (i % 7) as f32;
+        let graph = add_constant(&ctx, k);
+        let (x, y) = (tensor(&ctx, false, true), tensor(&ctx, true, false));
+        ctx.write_tensor(&x, &bytes(&vec![1.0; N as usize])).unwrap();
+        ctx.dispatch(&graph, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
+        assert_eq!(floats(&ctx.read_tensor(&y).unwrap())[0], 1.0 + k);
+        x.destroy();
+        y.destroy();
+        graph.destroy();
+        drop(graph);
+        let info = ctx.memory_info();
+        assert_eq!((info.device_bytes, info.host_bytes), (0, 0), "cycle {i}");
+    }
+    for _ in 0..50 {
+        let ctx = CpuContext::new(ContextOptions::default());
+        let graph = add_constant(&ctx, 1.0);
+        assert_eq!(run(&ctx, &graph), expected(1.0));
+        ctx.destroy();
+    }
+}
