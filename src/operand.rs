@@ -228,6 +228,16 @@ impl OperandDescriptor {
         self.element_count().saturating_mul(self.data_type.byte_size())
     }
 
+    /// The byte length against a backend's `maxTensorByteLength`: a `TypeError` naming the limit
+    /// when over it.
+    pub fn check_byte_length_limit(&self, max: u64) -> Result<()> {
+        let size = self.byte_length();
+        if size > max {
+            return Err(Error::Type(format!("{self} has {size} bytes, more than maxTensorByteLength ({max} bytes)")));
+        }
+        Ok(())
+    }
+
     /// The spec's "check dimensions": every dimension and the element count are valid
     /// dimensions (1 ..= i32::MAX), and the rank is supported.
     pub fn check_dimensions(&self) -> Result<()> {

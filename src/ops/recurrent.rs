@@ -897,6 +897,21 @@ pub fn lower(op: &Op, request: &LowerRequest) -> Result<Lowering> {
     Ok(Lowering::Kernels { scratch, launches })
 }
 
+/// The operand index of each optional operand of a recurrent operator (`None` where absent):
+/// those present follow each other from index `first`, in the order of the method's options.
+pub fn optional_operands(first: usize, present: &[bool]) -> Vec<Option<usize>> {
+    let mut next = first;
+    present
+        .iter()
+        .map(|&p| {
+            p.then(|| {
+                next += 1;
+                next - 1
+            })
+        })
+        .collect()
+}
+
 /// The float64 reference: the spec's cell formulas step by step, with its own reading of the
 /// arguments (operand order, gate rows of each layout, directions, shapes) instead of the
 /// lowering's plan, so that a mistake there shows as a difference.
@@ -906,17 +921,7 @@ pub fn reference(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) 
     };
     // The optional operands present, in the order of the method's options, from index `first`.
     let optional = |first: usize, present: &[bool]| -> Result<Vec<Option<&[f64]>>> {
-        let mut next = first;
-        present
-            .iter()
-            .map(|&p| {
-                if !p {
-                    return Ok(None);
-                }
-                next += 1;
-                operand(next - 1).map(|t| Some(t.data.as_slice()))
-            })
-            .collect()
+        optional_operands(first, present).into_iter().map(|k| k.map(|k| operand(k).map(|t| t.data.as_slice())).transpose()).collect()
     };
     let (x, w, rw) = (operand(0)?, &operand(1)?.data, &operand(2)?.data);
     let is_cell = matches!(op, Op::GruCell(_) | Op::LstmCell(_));

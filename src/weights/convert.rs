@@ -189,12 +189,7 @@ impl WeightFile {
         let descriptor = OperandDescriptor::new(data_type, shape);
         descriptor
             .check_dimensions()
-            .and_then(|_| match descriptor.byte_length() {
-                size if size > max_tensor_byte_length => Err(Error::Type(format!(
-                    "{descriptor} has {size} bytes, more than maxTensorByteLength ({max_tensor_byte_length} bytes)"
-                ))),
-                _ => Ok(()),
-            })
+            .and_then(|_| descriptor.check_byte_length_limit(max_tensor_byte_length))
             .map_err(|e| Error::Type(format!("{}: tensor '{}': {}", self.file_name, info.name, e.message())))?;
         Ok(descriptor)
     }

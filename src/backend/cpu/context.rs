@@ -97,11 +97,7 @@ impl CpuContext {
     }
 
     pub fn check_tensor_byte_length(&self, descriptor: &OperandDescriptor) -> Result<()> {
-        let (size, max) = (descriptor.byte_length(), MAX_TENSOR_BYTE_LENGTH);
-        if size > max {
-            return Err(Error::Type(format!("{descriptor} has {size} bytes, more than maxTensorByteLength ({max} bytes)")));
-        }
-        Ok(())
+        descriptor.check_byte_length_limit(MAX_TENSOR_BYTE_LENGTH)
     }
 
     pub fn host_byte_counter(&self) -> &Rc<Cell<u64>> {

@@ -306,12 +306,7 @@ impl Context {
     /// `maxTensorByteLength` (the spec's "check dimensions"). The limit is a multiple of 4, so
     /// the tensor's buffer, rounded up to whole words, fits too.
     pub fn check_tensor_byte_length(&self, descriptor: &OperandDescriptor) -> Result<()> {
-        let max = self.max_tensor_byte_length();
-        let size = descriptor.byte_length();
-        if size > max {
-            return Err(Error::Type(format!("{descriptor} has {size} bytes, more than maxTensorByteLength ({max} bytes)")));
-        }
-        Ok(())
+        descriptor.check_byte_length_limit(self.max_tensor_byte_length())
     }
 
     /// `opSupportLimits().maxTensorByteLength`: what one buffer bound whole to one storage binding

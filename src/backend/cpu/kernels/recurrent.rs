@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::operand::OperandDescriptor;
-use crate::ops::recurrent::{GruWeightLayout, LstmWeightLayout, RecurrentActivation, RecurrentDirection};
+use crate::ops::recurrent::{optional_operands, GruWeightLayout, LstmWeightLayout, RecurrentActivation, RecurrentDirection};
 use crate::ops::Op;
 
 use super::elementwise::{sigmoid_f, tanh_f};
@@ -42,17 +42,7 @@ pub fn run(op: &Op, inputs: &[(&OperandDescriptor, &[f32])], outputs: &mut [&mut
         |k: usize| inputs.get(k).map(|(_, v)| *v).ok_or_else(|| Error::Operation(format!("{name}: no operand {k}")));
     // The optional operands present, in the order of the method's options, from index `first`.
     let optional = |first: usize, present: &[bool]| -> Result<Vec<Option<&[f32]>>> {
-        let mut next = first;
-        present
-            .iter()
-            .map(|&p| {
-                if !p {
-                    return Ok(None);
-                }
-                next += 1;
-                operand(next - 1).map(Some)
-            })
-            .collect()
+        optional_operands(first, present).into_iter().map(|k| k.map(operand).transpose()).collect()
     };
     let (x_descriptor, x) = *inputs.first().ok_or_else(|| Error::Operation(format!("{name}: no input")))?;
     let (w, rw) = (operand(1)?, operand(2)?);
