@@ -3,6 +3,9 @@
 //! operator and option variant the kernels handle, on random inputs (and special values) of
 //! scalar, 1-D, 4-D, broadcast and odd shapes, within the stated tolerances.
 
+mod common;
+
+use common::Rng;
 use webnn_wgpu::backend::cpu::kernels::float32;
 use webnn_wgpu::operand::{DataType, Number, OperandDescriptor};
 use webnn_wgpu::ops::activation::Activation;
@@ -17,28 +20,6 @@ use webnn_wgpu::ops::reduce::{ReduceOp, ReduceOptions};
 use webnn_wgpu::ops::resample2d::{InterpolationMode, Resample2dOptions};
 use webnn_wgpu::ops::slice::SliceOptions;
 use webnn_wgpu::ops::{self, HostTensor, Op};
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
-        let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
-        lo + (hi - lo) * u
-    }
-
-    fn values(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        (0..n).map(|_| self.uniform(lo, hi)).collect()
-    }
-}
 
 #[derive(Clone, Copy, Debug)]
 enum Tol {
@@ -164,7 +145,7 @@ const SHAPES: &[&[u32]] = &[&[], &[1], &[7], &[33], &[2, 3, 4, 5], &[3, 1, 13]];
 
 #[test]
 fn binary_broadcasting() {
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     let pairs: &[(&[u32], &[u32])] = &[
         (&[], &[]),
         (&[7], &[7]),
@@ -191,15 +172,15 @@ fn binary_broadcasting() {
                 BinaryOp::Pow => (0.05, 3.0),
                 _ => (-10.0, 10.0),
             };
-            let av = rng.values(count(a), lo, hi);
+            let av = rng.floats(count(a), lo, hi);
             let bv = match op {
-                BinaryOp::Pow => rng.values(count(b), -4.0, 4.0),
+                BinaryOp::Pow => rng.floats(count(b), -4.0, 4.0),
                 BinaryOp::Div => rng
-                    .values(count(b), 0.1, 5.0)
+                    .floats(count(b), 0.1, 5.0)
                     .into_iter()
-                    .map(|v| if rng.next() & 1 == 0 { v } else { -v })
+                    .map(|v| if rng.next_u64() & 1 == 0 { v } else { -v })
                     .collect(),
-                _ => rng.values(count(b), -10.0, 10.0),
+                _ => rng.floats(count(b), -10.0, 10.0),
             };
             let tol = if op == BinaryOp::Pow { Tol::Ulp(2) } else { Tol::Ulp(0) };
             check(&Op::Binary(op), &[(a.to_vec(), av), (b.to_vec(), bv)], tol, &format!("{} {a:?} {b:?}", op.name()));
@@ -222,8 +203,8 @@ fn binary_special_values() {
 
 #[test]
 fn pow_exponents() {
-    let mut rng = Rng(2);
-    let mut a = rng.values(33, -5.0, 5.0);
+    let mut rng = Rng::new(2);
+    let mut a = rng.floats(33, -5.0, 5.0);
     a.extend(specials());
     let n = a.len() as u32;
     for e in [2.0f32, 0.5, 1.0, 3.0, -1.0, -2.0, 0.0, 1.5] {
@@ -250,15 +231,15 @@ fn unary_case(op: UnaryOp) -> ((f32, f32), Tol) {
 
 #[test]
 fn unary_operations() {
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     for op in UnaryOp::ALL {
         let ((lo, hi), tol) = unary_case(op);
         for &shape in SHAPES {
-            let v = rng.values(count(shape), lo, hi);
+            let v = rng.floats(count(shape), lo, hi);
             check(&Op::Unary(op), &[(shape.to_vec(), v)], tol, op.name());
         }
         // Narrow arguments, where relative accuracy matters.
-        let v = rng.values(1000, lo.max(-1.0), hi.min(1.0).max(lo + 1.0));
+        let v = rng.floats(1000, lo.max(-1.0), hi.min(1.0).max(lo + 1.0));
         check(&Op::Unary(op), &[(vec![1000], v)], tol, op.name());
         // Special values (libm's results for sin/cos/tan of huge arguments may differ in the last bit).
         let sp = specials();
@@ -326,11 +307,11 @@ fn activations() -> Vec<(Activation, Tol)> {
 
 #[test]
 fn activation_operations() {
-    let mut rng = Rng(4);
+    let mut rng = Rng::new(4);
     for (op, tol) in activations() {
         for &shape in SHAPES {
             for (lo, hi) in [(-20.0, 20.0), (-1.0, 1.0), (-4.0, 4.0)] {
-                let v = rng.values(count(shape), lo, hi);
+                let v = rng.floats(count(shape), lo, hi);
                 check(&Op::Activation(op.clone()), &[(shape.to_vec(), v)], tol, op.name());
             }
         }
@@ -341,7 +322,7 @@ fn activation_operations() {
 
 #[test]
 fn prelu_broadcasting() {
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     let pairs: &[(&[u32], &[u32])] = &[
         (&[], &[]),
         (&[33], &[33]),
@@ -352,8 +333,8 @@ fn prelu_broadcasting() {
         (&[7, 1], &[1, 13]),
     ];
     for &(x, s) in pairs {
-        let xv = rng.values(count(x), -5.0, 5.0);
-        let sv = rng.values(count(s), -2.0, 2.0);
+        let xv = rng.floats(count(x), -5.0, 5.0);
+        let sv = rng.floats(count(s), -2.0, 2.0);
         check(&Op::Activation(Activation::Prelu), &[(x.to_vec(), xv), (s.to_vec(), sv)], Tol::Ulp(0), "prelu");
     }
 }
@@ -362,12 +343,12 @@ fn prelu_broadcasting() {
 
 #[test]
 fn softmax_axes() {
-    let mut rng = Rng(6);
+    let mut rng = Rng::new(6);
     let shapes: &[&[u32]] = &[&[1], &[7], &[1000], &[33, 5], &[2, 3, 13], &[2, 3, 4, 5], &[1, 1, 1], &[3, 1, 9]];
     for &shape in shapes {
         for axis in 0..shape.len() as u32 {
             for (lo, hi) in [(-5.0, 5.0), (-80.0, 80.0)] {
-                let v = rng.values(count(shape), lo, hi);
+                let v = rng.floats(count(shape), lo, hi);
                 // WPT allows 3N + 3 ULP; the kernel does far better.
                 let n = shape[axis as usize] as u64;
                 check(
@@ -383,7 +364,7 @@ fn softmax_axes() {
 
 #[test]
 fn layer_normalization_variants() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let cases: &[(&[u32], Option<&[u32]>)] = &[
         (&[2, 3, 13], None),
         (&[2, 3, 13], Some(&[2])),
@@ -405,12 +386,12 @@ fn layer_normalization_variants() {
             let axes_v: Vec<u32> = axes.map(|a| a.to_vec()).unwrap_or_else(|| (1..shape.len().max(1) as u32).collect());
             let param_shape: Vec<u32> = axes_v.iter().map(|&a| shape[a as usize]).collect();
             let o = LayerNormalizationOptions { axes: axes.map(|a| a.to_vec()), epsilon: 1e-5, has_scale, has_bias };
-            let mut inputs = vec![(shape.to_vec(), rng.values(count(shape), -3.0, 5.0))];
+            let mut inputs = vec![(shape.to_vec(), rng.floats(count(shape), -3.0, 5.0))];
             if has_scale {
-                inputs.push((param_shape.clone(), rng.values(count(&param_shape), -2.0, 2.0)));
+                inputs.push((param_shape.clone(), rng.floats(count(&param_shape), -2.0, 2.0)));
             }
             if has_bias {
-                inputs.push((param_shape.clone(), rng.values(count(&param_shape), -2.0, 2.0)));
+                inputs.push((param_shape.clone(), rng.floats(count(&param_shape), -2.0, 2.0)));
             }
             check(
                 &Op::LayerNormalization(o),
@@ -424,7 +405,7 @@ fn layer_normalization_variants() {
 
 #[test]
 fn batch_normalization_variants() {
-    let mut rng = Rng(8);
+    let mut rng = Rng::new(8);
     let cases: &[(&[u32], u32)] =
         &[(&[2, 3, 4, 5], 1), (&[2, 3, 4, 5], 3), (&[2, 3, 4, 5], 0), (&[7], 0), (&[13, 33], 1), (&[1, 13, 1, 1], 1)];
     for &(shape, axis) in cases {
@@ -432,15 +413,15 @@ fn batch_normalization_variants() {
             let c = shape[axis as usize];
             let o = BatchNormalizationOptions { axis, epsilon: 1e-3, has_scale, has_bias };
             let mut inputs = vec![
-                (shape.to_vec(), rng.values(count(shape), -5.0, 5.0)),
-                (vec![c], rng.values(c as usize, -1.0, 1.0)),
-                (vec![c], rng.values(c as usize, 0.0, 3.0)),
+                (shape.to_vec(), rng.floats(count(shape), -5.0, 5.0)),
+                (vec![c], rng.floats(c as usize, -1.0, 1.0)),
+                (vec![c], rng.floats(c as usize, 0.0, 3.0)),
             ];
             if has_scale {
-                inputs.push((vec![c], rng.values(c as usize, -2.0, 2.0)));
+                inputs.push((vec![c], rng.floats(c as usize, -2.0, 2.0)));
             }
             if has_bias {
-                inputs.push((vec![c], rng.values(c as usize, -2.0, 2.0)));
+                inputs.push((vec![c], rng.floats(c as usize, -2.0, 2.0)));
             }
             check(&Op::BatchNormalization(o), &inputs, Tol::Ulp(1), &format!("batchNormalization {shape:?} {axis}"));
         }
@@ -449,18 +430,18 @@ fn batch_normalization_variants() {
 
 #[test]
 fn instance_normalization_variants() {
-    let mut rng = Rng(9);
+    let mut rng = Rng::new(9);
     for layout in [InputLayout::Nchw, InputLayout::Nhwc] {
         for shape in [[2u32, 3, 4, 5], [1, 7, 13, 3], [2, 1, 1, 33]] {
             for (has_scale, has_bias) in [(false, false), (true, false), (false, true), (true, true)] {
                 let c = shape[layout.channel_axis()];
                 let o = InstanceNormalizationOptions { epsilon: 1e-5, layout, has_scale, has_bias };
-                let mut inputs = vec![(shape.to_vec(), rng.values(count(&shape), -4.0, 6.0))];
+                let mut inputs = vec![(shape.to_vec(), rng.floats(count(&shape), -4.0, 6.0))];
                 if has_scale {
-                    inputs.push((vec![c], rng.values(c as usize, -2.0, 2.0)));
+                    inputs.push((vec![c], rng.floats(c as usize, -2.0, 2.0)));
                 }
                 if has_bias {
-                    inputs.push((vec![c], rng.values(c as usize, -2.0, 2.0)));
+                    inputs.push((vec![c], rng.floats(c as usize, -2.0, 2.0)));
                 }
                 check(
                     &Op::InstanceNormalization(o),
@@ -477,7 +458,7 @@ fn instance_normalization_variants() {
 
 #[test]
 fn reductions() {
-    let mut rng = Rng(10);
+    let mut rng = Rng::new(10);
     let cases: &[(&[u32], Option<&[u32]>)] = &[
         (&[], None),
         (&[], Some(&[])),
@@ -505,7 +486,7 @@ fn reductions() {
                     ReduceOp::LogSum => (0.0, 4.0),
                     _ => (-10.0, 10.0),
                 };
-                let v = rng.values(count(shape), lo, hi);
+                let v = rng.floats(count(shape), lo, hi);
                 let o = ReduceOptions { axes: axes.map(|a| a.to_vec()), keep_dimensions };
                 check(
                     &Op::Reduce(op, o),
@@ -532,8 +513,8 @@ fn reductions() {
 
 #[test]
 fn reshape_expand_tile_reverse() {
-    let mut rng = Rng(11);
-    let v = rng.values(120, -1.0, 1.0);
+    let mut rng = Rng::new(11);
+    let v = rng.floats(120, -1.0, 1.0);
     check(&Op::Reshape { new_shape: vec![4, 30] }, &[(vec![2, 3, 4, 5], v.clone())], Tol::Ulp(0), "reshape");
     let expands: &[(&[u32], &[u32])] = &[
         (&[], &[5, 7]),
@@ -544,7 +525,7 @@ fn reshape_expand_tile_reverse() {
         (&[7], &[7]),
     ];
     for &(from, to) in expands {
-        let v = rng.values(count(from), -1.0, 1.0);
+        let v = rng.floats(count(from), -1.0, 1.0);
         check(
             &Op::Expand { new_shape: to.to_vec() },
             &[(from.to_vec(), v)],
@@ -555,7 +536,7 @@ fn reshape_expand_tile_reverse() {
     for (shape, reps) in
         [(vec![2u32, 3], vec![2u32, 1]), (vec![7], vec![3]), (vec![2, 1, 3], vec![1, 4, 2]), (vec![], vec![])]
     {
-        let v = rng.values(count(&shape), -1.0, 1.0);
+        let v = rng.floats(count(&shape), -1.0, 1.0);
         check(
             &Op::Tile { repetitions: reps.clone() },
             &[(shape.clone(), v)],
@@ -571,13 +552,13 @@ fn reshape_expand_tile_reverse() {
             &format!("reverse {axes:?}"),
         );
     }
-    check(&Op::Reverse { axes: None }, &[(vec![33], rng.values(33, -1.0, 1.0))], Tol::Ulp(0), "reverse 1-D");
+    check(&Op::Reverse { axes: None }, &[(vec![33], rng.floats(33, -1.0, 1.0))], Tol::Ulp(0), "reverse 1-D");
 }
 
 #[test]
 fn transposes() {
-    let mut rng = Rng(12);
-    let v = rng.values(120, -1.0, 1.0);
+    let mut rng = Rng::new(12);
+    let v = rng.floats(120, -1.0, 1.0);
     // Every permutation of 4 axes.
     let mut perms = Vec::new();
     for a in 0..4u32 {
@@ -603,10 +584,10 @@ fn transposes() {
     check(&Op::Transpose { permutation: None }, &[(vec![2, 3, 4, 5], v.clone())], Tol::Ulp(0), "transpose default");
     check(&Op::Transpose { permutation: None }, &[(vec![], vec![1.5])], Tol::Ulp(0), "transpose scalar");
     for (r, c) in [(33u32, 13u32), (64, 48), (1, 7), (17, 1)] {
-        let v = rng.values((r * c) as usize, -1.0, 1.0);
+        let v = rng.floats((r * c) as usize, -1.0, 1.0);
         check(&Op::Transpose { permutation: None }, &[(vec![r, c], v)], Tol::Ulp(0), &format!("transpose {r}x{c}"));
     }
-    let v = rng.values(3 * 33 * 13, -1.0, 1.0);
+    let v = rng.floats(3 * 33 * 13, -1.0, 1.0);
     check(
         &Op::Transpose { permutation: Some(vec![0, 2, 1]) },
         &[(vec![3, 33, 13], v.clone())],
@@ -618,8 +599,8 @@ fn transposes() {
 
 #[test]
 fn slices_and_concats() {
-    let mut rng = Rng(13);
-    let v = rng.values(2 * 7 * 13 * 5, -1.0, 1.0);
+    let mut rng = Rng::new(13);
+    let v = rng.floats(2 * 7 * 13 * 5, -1.0, 1.0);
     let shape = vec![2u32, 7, 13, 5];
     let slices = [
         SliceOptions { starts: vec![0, 0, 0, 0], sizes: vec![2, 7, 13, 5], strides: None },
@@ -643,16 +624,16 @@ fn slices_and_concats() {
         for extra in [1u32, 3, 2] {
             let mut s = vec![2u32, 3, 4, 5];
             s[axis as usize] = extra;
-            inputs.push((s.clone(), rng.values(count(&s), -1.0, 1.0)));
+            inputs.push((s.clone(), rng.floats(count(&s), -1.0, 1.0)));
         }
         check(&Op::Concat { axis }, &inputs, Tol::Ulp(0), &format!("concat {axis}"));
     }
-    check(&Op::Concat { axis: 0 }, &[(vec![7], rng.values(7, -1.0, 1.0))], Tol::Ulp(0), "concat one");
+    check(&Op::Concat { axis: 0 }, &[(vec![7], rng.floats(7, -1.0, 1.0))], Tol::Ulp(0), "concat one");
 }
 
 #[test]
 fn pads() {
-    let mut rng = Rng(14);
+    let mut rng = Rng::new(14);
     let cases: &[(&[u32], &[u32], &[u32])] = &[
         (&[7], &[2], &[3]),
         (&[3, 4], &[1, 2], &[2, 1]),
@@ -662,7 +643,7 @@ fn pads() {
         (&[1, 3, 13, 13], &[0, 0, 1, 1], &[0, 0, 1, 1]),
     ];
     for &(shape, begin, end) in cases {
-        let v = rng.values(count(shape), -1.0, 1.0);
+        let v = rng.floats(count(shape), -1.0, 1.0);
         for mode in [PaddingMode::Constant, PaddingMode::Edge, PaddingMode::Reflection] {
             let ok = mode != PaddingMode::Reflection
                 || shape.iter().zip(begin.iter().zip(end)).all(|(&n, (&b, &e))| b < n && e < n);
@@ -691,7 +672,7 @@ fn pads() {
 
 #[test]
 fn pooling() {
-    let mut rng = Rng(15);
+    let mut rng = Rng::new(15);
     let geometries = [
         Pool2dOptions::default(),
         Pool2dOptions {
@@ -723,7 +704,7 @@ fn pooling() {
                     InputLayout::Nchw => vec![2, 3, 7, 13],
                     InputLayout::Nhwc => vec![2, 7, 13, 3],
                 };
-                let v = rng.values(count(&shape), -5.0, 5.0);
+                let v = rng.floats(count(&shape), -5.0, 5.0);
                 let tol = if kind == PoolKind::Max { Tol::Ulp(0) } else { Tol::Ulp(1) };
                 check(&Op::Pool2d(kind, o.clone()), &[(shape, v)], tol, &format!("{} {o:?}", kind.name()));
             }
@@ -733,7 +714,7 @@ fn pooling() {
 
 #[test]
 fn resampling() {
-    let mut rng = Rng(16);
+    let mut rng = Rng::new(16);
     let options = [
         Resample2dOptions { scales: Some(vec![2.0, 2.0]), ..Default::default() },
         Resample2dOptions { sizes: Some(vec![13, 5]), ..Default::default() },
@@ -745,7 +726,7 @@ fn resampling() {
     for mode in [InterpolationMode::NearestNeighbor, InterpolationMode::Linear] {
         for o in &options {
             let o = Resample2dOptions { mode, ..o.clone() };
-            let v = rng.values(2 * 3 * 7 * 6, -5.0, 5.0);
+            let v = rng.floats(2 * 3 * 7 * 6, -5.0, 5.0);
             check(&Op::Resample2d(o.clone()), &[(vec![2, 3, 7, 6], v)], Tol::Ulp(0), &format!("resample2d {o:?}"));
         }
     }
@@ -790,9 +771,9 @@ fn declines_and_errors() {
 fn triangular_and_cumulative_sum() {
     use webnn_wgpu::ops::cumulative_sum::CumulativeSumOptions;
     use webnn_wgpu::ops::triangular::TriangularOptions;
-    let mut rng = Rng(17);
+    let mut rng = Rng::new(17);
     for shape in [vec![7u32, 13], vec![2, 3, 5, 4], vec![1, 33]] {
-        let v = rng.values(count(&shape), -3.0, 3.0);
+        let v = rng.floats(count(&shape), -3.0, 3.0);
         for upper in [true, false] {
             for diagonal in [0, 1, -1, 3, -4, 40, -40, i32::MAX, i32::MIN] {
                 let o = TriangularOptions { upper, diagonal };
@@ -806,7 +787,7 @@ fn triangular_and_cumulative_sum() {
         }
     }
     for shape in [vec![33u32], vec![2, 3, 4, 5], vec![7, 1, 13]] {
-        let v = rng.values(count(&shape), -3.0, 3.0);
+        let v = rng.floats(count(&shape), -3.0, 3.0);
         for axis in 0..shape.len() as u32 {
             for (exclusive, reversed) in [(false, false), (true, false), (false, true), (true, true)] {
                 let o = CumulativeSumOptions { axis, exclusive, reversed };

@@ -9,6 +9,9 @@
 //! computed by the same reference on the inputs' absolute values. A dropped or repeated term
 //! (about `|a_p * b_p|`, typically 0.25) exceeds that by orders of magnitude.
 
+mod common;
+
+use common::Rng;
 use webnn_wgpu::backend::cpu::kernels::conv2d::{self as conv, PackedFilter};
 use webnn_wgpu::backend::cpu::kernels::gemm::{self, Matrix};
 use webnn_wgpu::ops::conv2d::*;
@@ -19,22 +22,6 @@ use webnn_wgpu::{DataType, OperandDescriptor};
 const SIZES: [usize; 12] = [1, 2, 3, 5, 7, 8, 16, 17, 33, 64, 100, 257];
 
 /// xorshift64*: deterministic values in [-1, 1].
-struct Rng(u64);
-
-impl Rng {
-    fn values(&mut self, count: usize) -> Vec<f32> {
-        (0..count)
-            .map(|_| {
-                self.0 ^= self.0 >> 12;
-                self.0 ^= self.0 << 25;
-                self.0 ^= self.0 >> 27;
-                let bits = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
-                (bits as f32 / (1u64 << 23) as f32) - 1.0
-            })
-            .collect()
-    }
-}
-
 fn descriptor(shape: &[u32]) -> OperandDescriptor {
     OperandDescriptor::new(DataType::Float32, shape.to_vec())
 }
@@ -86,8 +73,8 @@ fn the_check_catches_one_wrong_element() {
 /// Runs matmul of the given shapes against the reference.
 fn check_matmul(rng: &mut Rng, a_shape: &[u32], b_shape: &[u32]) {
     let output = validate_matmul(&[&descriptor(a_shape), &descriptor(b_shape)]).unwrap().remove(0);
-    let a = rng.values(descriptor(a_shape).element_count() as usize);
-    let b = rng.values(descriptor(b_shape).element_count() as usize);
+    let a = rng.floats(descriptor(a_shape).element_count() as usize, -1.0, 1.0);
+    let b = rng.floats(descriptor(b_shape).element_count() as usize, -1.0, 1.0);
     let mut out = vec![f32::NAN; output.element_count() as usize];
     gemm::matmul(&a, a_shape, &b, b_shape, &mut out).unwrap();
     let (expected, scale) = reference(&Op::Matmul, &Op::Matmul, &[(a_shape, &a), (b_shape, &b)], &output);
@@ -104,7 +91,7 @@ fn check_matmul(rng: &mut Rng, a_shape: &[u32], b_shape: &[u32]) {
 
 #[test]
 fn matmul_every_size() {
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     for m in SIZES {
         for n in SIZES {
             for k in SIZES {
@@ -116,7 +103,7 @@ fn matmul_every_size() {
 
 #[test]
 fn matmul_broadcasts_batches() {
-    let mut rng = Rng(2);
+    let mut rng = Rng::new(2);
     let cases: [(&[u32], &[u32]); 10] = [
         (&[3, 5, 7], &[7, 4]),
         (&[2, 3, 1, 17], &[17, 9]),
@@ -136,7 +123,7 @@ fn matmul_broadcasts_batches() {
 
 #[test]
 fn gemm_every_transpose_alpha_beta_and_c() {
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     for (m, k, n) in [(5, 7, 3), (1, 33, 17), (17, 33, 1), (1, 1, 1), (64, 100, 33), (8, 257, 16)] {
         let c_shapes: [Option<Vec<u32>>; 8] = [
             None,
@@ -159,9 +146,9 @@ fn gemm_every_transpose_alpha_beta_and_c() {
                     descriptors.extend(c_shape.iter().map(|s| descriptor(s)));
                     let refs: Vec<&OperandDescriptor> = descriptors.iter().collect();
                     let output = validate_gemm(&options, &refs).unwrap().remove(0);
-                    let a = rng.values((m * k) as usize);
-                    let b = rng.values((k * n) as usize);
-                    let c = c_shape.as_ref().map(|s| rng.values(descriptor(s).element_count() as usize));
+                    let a = rng.floats((m * k) as usize, -1.0, 1.0);
+                    let b = rng.floats((k * n) as usize, -1.0, 1.0);
+                    let c = c_shape.as_ref().map(|s| rng.floats(descriptor(s).element_count() as usize, -1.0, 1.0));
                     let mut out = vec![f32::NAN; (m * n) as usize];
                     let c_arg = c.as_deref().zip(c_shape.as_deref());
                     let (alpha32, beta32) = (alpha as f32, beta as f32);
@@ -188,18 +175,18 @@ fn gemm_every_transpose_alpha_beta_and_c() {
 /// operands) into a strided C, overwriting and accumulating, against a float64 loop.
 #[test]
 fn gemm_strided_views() {
-    let mut rng = Rng(4);
+    let mut rng = Rng::new(4);
     for (m, k, n) in [(7, 300, 19), (1, 64, 33), (33, 64, 1), (100, 17, 257), (6, 8, 8)] {
         for (a_strides, b_strides) in [((k + 3, 1), (n + 1, 1)), ((1, m + 2), (1, k)), ((2 * k, 2), (3, 3 * k)), ((k, 1), (1, k + 5))] {
             fn view(rows: usize, cols: usize, (row_stride, col_stride): (usize, usize), data: &[f32]) -> Matrix<'_> {
                 Matrix { data, offset: 5, rows, cols, row_stride, col_stride }
             }
-            let a_data = rng.values(5 + (m - 1) * a_strides.0 + (k - 1) * a_strides.1 + 1);
-            let b_data = rng.values(5 + (k - 1) * b_strides.0 + (n - 1) * b_strides.1 + 1);
+            let a_data = rng.floats(5 + (m - 1) * a_strides.0 + (k - 1) * a_strides.1 + 1, -1.0, 1.0);
+            let b_data = rng.floats(5 + (k - 1) * b_strides.0 + (n - 1) * b_strides.1 + 1, -1.0, 1.0);
             let (a, b) = (view(m, k, a_strides, &a_data), view(k, n, b_strides, &b_data));
             let ldc = n + 2;
             for accumulate in [false, true] {
-                let initial = rng.values(m * ldc);
+                let initial = rng.floats(m * ldc, -1.0, 1.0);
                 let mut c = initial.clone();
                 gemm::gemm(a, b, -1.5, &mut c, ldc, accumulate).unwrap();
                 let (mut expected, mut scale) = (Vec::new(), Vec::new());
@@ -341,9 +328,9 @@ fn check_conv2d(rng: &mut Rng, c: &ConvCase, input_layout: InputLayout, filter_l
     let refs: Vec<&OperandDescriptor> = descriptors.iter().collect();
     let geometry = conv2d_geometry(&options, &refs).unwrap();
     let output = validate_conv2d(&options, &refs).unwrap().remove(0);
-    let input = rng.values(descriptors[0].element_count() as usize);
-    let filter = rng.values(descriptors[1].element_count() as usize);
-    let bias = rng.values(c.output_channels as usize);
+    let input = rng.floats(descriptors[0].element_count() as usize, -1.0, 1.0);
+    let filter = rng.floats(descriptors[1].element_count() as usize, -1.0, 1.0);
+    let bias = rng.floats(c.output_channels as usize, -1.0, 1.0);
     let bias = with_bias.then_some(&bias[..]);
     let mut out = vec![f32::NAN; output.element_count() as usize];
     conv::conv2d(&geometry, &input, &filter, bias, &mut out).unwrap();
@@ -374,7 +361,7 @@ const INPUT_LAYOUTS: [InputLayout; 2] = [InputLayout::Nchw, InputLayout::Nhwc];
 
 #[test]
 fn conv2d_every_layout_and_window() {
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     for c in conv2d_cases() {
         for input_layout in INPUT_LAYOUTS {
             for filter_layout in CONV2D_FILTER_LAYOUTS {
@@ -389,7 +376,7 @@ fn conv2d_every_layout_and_window() {
 /// Columns beyond one im2col tile: the output rows are split into several GEMMs.
 #[test]
 fn conv2d_tiles_large_columns() {
-    let mut rng = Rng(6);
+    let mut rng = Rng::new(6);
     let c = case(1, [64, 8], [40, 70], [3, 3], 1).window([1, 1, 1, 1], [1, 1], [1, 1]);
     for input_layout in INPUT_LAYOUTS {
         check_conv2d(&mut rng, &c, input_layout, Conv2dFilterLayout::Oihw, true);
@@ -449,7 +436,7 @@ const TRANSPOSE_FILTER_LAYOUTS: [ConvTranspose2dFilterLayout; 3] =
 
 #[test]
 fn conv_transpose2d_every_layout_and_window() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     for t in transpose_cases() {
         let c = &t.conv;
         for input_layout in INPUT_LAYOUTS {
@@ -478,9 +465,9 @@ fn conv_transpose2d_every_layout_and_window() {
                     let refs: Vec<&OperandDescriptor> = descriptors.iter().collect();
                     let geometry = conv_transpose2d_geometry(&options, &refs).unwrap();
                     let output = validate_conv_transpose2d(&options, &refs).unwrap().remove(0);
-                    let input = rng.values(descriptors[0].element_count() as usize);
-                    let filter = rng.values(descriptors[1].element_count() as usize);
-                    let bias = rng.values(c.output_channels as usize);
+                    let input = rng.floats(descriptors[0].element_count() as usize, -1.0, 1.0);
+                    let filter = rng.floats(descriptors[1].element_count() as usize, -1.0, 1.0);
+                    let bias = rng.floats(c.output_channels as usize, -1.0, 1.0);
                     let bias = with_bias.then_some(&bias[..]);
                     let mut out = vec![f32::NAN; output.element_count() as usize];
                     conv::conv_transpose2d(&geometry, &input, &filter, bias, &mut out).unwrap();
@@ -511,7 +498,7 @@ fn conv_transpose2d_every_layout_and_window() {
 #[test]
 #[ignore]
 fn throughput() {
-    let mut rng = Rng(8);
+    let mut rng = Rng::new(8);
     let seconds_per_run = |run: &mut dyn FnMut(), flops: f64| {
         run();
         let repeats = (2e9 / flops).clamp(3.0, 200.0) as usize;
@@ -521,7 +508,7 @@ fn throughput() {
         format!("{:.2} ms, {:.1} GFLOP/s", seconds * 1e3, flops / seconds / 1e9)
     };
     for (m, k, n) in [(256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (1, 4096, 4096)] {
-        let (a, b) = (rng.values(m * k), rng.values(k * n));
+        let (a, b) = (rng.floats(m * k, -1.0, 1.0), rng.floats(k * n, -1.0, 1.0));
         let mut c = vec![0.0f32; m * n];
         let shapes = ([m as u32, k as u32], [k as u32, n as u32]);
         let mut run = || gemm::matmul(&a, &shapes.0, &b, &shapes.1, &mut c).unwrap();
@@ -535,8 +522,8 @@ fn throughput() {
             let filter_shape = [c.output_channels, c.input_channels / groups, 3, 3];
             let options = Conv2dOptions { padding: c.padding.clone(), groups, input_layout, ..Default::default() };
             let geometry = conv2d_geometry(&options, &[&descriptor(&input_shape), &descriptor(&filter_shape)]).unwrap();
-            let input = rng.values(descriptor(&input_shape).element_count() as usize);
-            let filter = rng.values(descriptor(&filter_shape).element_count() as usize);
+            let input = rng.floats(descriptor(&input_shape).element_count() as usize, -1.0, 1.0);
+            let filter = rng.floats(descriptor(&filter_shape).element_count() as usize, -1.0, 1.0);
             let packed = PackedFilter::new(&geometry, &filter).unwrap();
             let mut out = vec![0.0f32; input.len() / c.input_channels as usize * c.output_channels as usize];
             let flops = 2.0 * out.len() as f64 * filter.len() as f64 / c.output_channels as f64;

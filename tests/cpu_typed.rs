@@ -5,6 +5,9 @@
 //! lstm and lstmCell within `|got - expected| <= 2e-6 + 2e-6 |expected|` (float32 GEMMs and
 //! states rounded to float32 at every step, against float64 throughout).
 
+mod common;
+
+use common::Rng;
 use webnn_wgpu::backend::cpu::kernels::typed;
 use webnn_wgpu::operand::{DataType, OperandDescriptor};
 use webnn_wgpu::ops::concat::Splits;
@@ -15,27 +18,6 @@ use webnn_wgpu::ops::recurrent::{
 };
 use webnn_wgpu::ops::reference::decode;
 use webnn_wgpu::ops::{self, HostTensor, Op};
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * ((self.next() >> 11) as f64 / (1u64 << 53) as f64)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn count(shape: &[u32]) -> usize {
     shape.iter().map(|&d| d as usize).product()
@@ -67,7 +49,7 @@ fn integer(rng: &mut Rng, t: DataType) -> i128 {
         0 => min + rng.below(3) as i128,
         1 => max - rng.below(3) as i128,
         2 => rng.below(600) as i128 - 300,
-        _ => min + (rng.next() as i128 % (max - min + 1)).abs(),
+        _ => min + (rng.next_u64() as i128 % (max - min + 1)).abs(),
     }
     .clamp(min, max)
 }
@@ -173,7 +155,7 @@ fn indices(rng: &mut Rng, t: DataType, shape: &[u32], n: u32) -> HostTensor {
                 1 => -(1i128 << 40),
                 2 => 1i128 << 40,
                 3 => i32::MIN as i128,
-                _ => rng.below(2 * n as u64 + 4) as i128 - n - 2,
+                _ => rng.below(2 * n as u32 + 4) as i128 - n - 2,
             };
             match t {
                 DataType::Int32 => v.clamp(i32::MIN as i128, i32::MAX as i128),
@@ -187,7 +169,7 @@ fn indices(rng: &mut Rng, t: DataType, shape: &[u32], n: u32) -> HostTensor {
 
 #[test]
 fn gather_every_type_axis_and_index_type() {
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     let cases: &[(&[u32], &[u32])] = &[
         (&[30, 16], &[5]),
         (&[30, 16], &[2, 3]),
@@ -213,7 +195,7 @@ fn gather_every_type_axis_and_index_type() {
 
 #[test]
 fn gather_elements_and_nd() {
-    let mut rng = Rng(2);
+    let mut rng = Rng::new(2);
     for data_type in [DataType::Float32, DataType::Float16, DataType::Int64, DataType::Uint8] {
         for t in INDEX_TYPES {
             let shape = [3u32, 4, 5];
@@ -240,7 +222,7 @@ fn gather_elements_and_nd() {
 
 #[test]
 fn split_every_type_and_axis() {
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     for data_type in DataType::ALL {
         let shape = [4u32, 6, 3];
         for axis in 0..3u32 {
@@ -270,7 +252,7 @@ fn condition(rng: &mut Rng, shape: &[u32]) -> HostTensor {
 
 #[test]
 fn where_every_type_and_broadcast() {
-    let mut rng = Rng(4);
+    let mut rng = Rng::new(4);
     let shapes: &[(&[u32], &[u32], &[u32])] = &[
         (&[], &[], &[]),
         (&[33], &[33], &[33]),
@@ -348,7 +330,7 @@ fn float_specials() -> Vec<f64> {
 
 #[test]
 fn cast_every_pair() {
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     for from in DataType::ALL {
         for to in DataType::ALL {
             let d = OperandDescriptor::new(from, [300u32]);
@@ -374,7 +356,7 @@ fn cast_every_pair() {
 
 #[test]
 fn logical_comparisons_and_boolean_ops() {
-    let mut rng = Rng(6);
+    let mut rng = Rng::new(6);
     let pairs: &[(&[u32], &[u32])] = &[
         (&[], &[]),
         (&[33], &[33]),
@@ -402,7 +384,7 @@ fn logical_comparisons_and_boolean_ops() {
                         let values = (0..count(shape)).map(|_| specials[rng.below(12) as usize * 2 % specials.len()]);
                         HostTensor::new(d, values.collect()).unwrap()
                     } else {
-                        let values = (0..count(shape)).map(|_| integer(&mut Rng(rng.below(8)), t));
+                        let values = (0..count(shape)).map(|_| integer(&mut Rng::new(rng.below(8) as u64), t));
                         HostTensor::from_exact(d, values.collect()).unwrap()
                     }
                 };
@@ -421,7 +403,7 @@ fn logical_comparisons_and_boolean_ops() {
         check(&Op::Logical(LogicalOp::LogicalNot), &[condition(&mut rng, shape)], Tol::Exact, "logicalNot");
         for op in [LogicalOp::IsNaN, LogicalOp::IsInfinite] {
             let d = OperandDescriptor::new(DataType::Float32, shape);
-            let values = (0..count(shape)).map(|_| specials[rng.below(specials.len() as u64) as usize]).collect();
+            let values = (0..count(shape)).map(|_| specials[rng.below(specials.len() as u32) as usize]).collect();
             check(&Op::Logical(op), &[HostTensor::new(d, values).unwrap()], Tol::Exact, op.name());
         }
     }
@@ -429,7 +411,7 @@ fn logical_comparisons_and_boolean_ops() {
 
 #[test]
 fn dequantize_linear_every_type_and_block() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let cases: &[(&[u32], &[u32])] = &[
         (&[], &[]),
         (&[16], &[1]),
@@ -471,7 +453,7 @@ fn floats(rng: &mut Rng, shape: &[u32], scale: f64) -> HostTensor {
 #[test]
 fn gru_and_gru_cell_every_option() {
     use RecurrentActivation::*;
-    let mut rng = Rng(8);
+    let mut rng = Rng::new(8);
     let (steps, batch, input_size, hidden) = (5u32, 3u32, 17u32, 9u32);
     let activation_sets = [None, Some(vec![Sigmoid, Relu]), Some(vec![Tanh, Sigmoid])];
     for direction in [RecurrentDirection::Forward, RecurrentDirection::Backward, RecurrentDirection::Both] {
@@ -529,7 +511,7 @@ fn gru_and_gru_cell_every_option() {
 #[test]
 fn lstm_and_lstm_cell_every_option() {
     use RecurrentActivation::*;
-    let mut rng = Rng(9);
+    let mut rng = Rng::new(9);
     let (steps, batch, input_size, hidden) = (4u32, 2u32, 13u32, 11u32);
     let activation_sets = [None, Some(vec![Sigmoid, Relu, Tanh]), Some(vec![Sigmoid, Tanh, Relu])];
     for direction in [RecurrentDirection::Forward, RecurrentDirection::Backward, RecurrentDirection::Both] {
@@ -591,7 +573,7 @@ fn lstm_and_lstm_cell_every_option() {
 
 #[test]
 fn mismatched_operands_are_errors() {
-    let mut rng = Rng(10);
+    let mut rng = Rng::new(10);
     let input = tensor(&mut rng, DataType::Float32, &[4, 3], -1.0, 1.0);
     let idx = indices(&mut rng, DataType::Int32, &[2], 4);
     let op = Op::Gather { axis: 0 };

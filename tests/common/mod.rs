@@ -35,6 +35,10 @@ impl Rng {
     pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
+    /// `n` float32 values uniform in [lo, hi).
+    pub fn floats(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n).map(|_| self.uniform(lo as f64, hi as f64) as f32).collect()
+    }
     pub fn below(&mut self, n: u32) -> u32 {
         (self.next_u64() % n as u64) as u32
     }
