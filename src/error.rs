@@ -19,6 +19,9 @@ pub enum Error {
     /// Data that is malformed (weight files): `DataError`.
     #[error("DataError: {0}")]
     Data(String),
+    /// Nothing under the name asked for (a graph cache key): `NotFoundError`.
+    #[error("NotFoundError: {0}")]
+    NotFound(String),
     /// A valid request this implementation does not support: `NotSupportedError`.
     #[error("NotSupportedError: {0}")]
     NotSupported(String),
@@ -36,6 +39,7 @@ impl Error {
             Error::Operation(_) => "OperationError",
             Error::QuotaExceeded(_) => "QuotaExceededError",
             Error::Data(_) => "DataError",
+            Error::NotFound(_) => "NotFoundError",
             Error::NotSupported(_) => "NotSupportedError",
             Error::Unknown(_) => "UnknownError",
         }
@@ -49,6 +53,7 @@ impl Error {
             | Error::Operation(m)
             | Error::QuotaExceeded(m)
             | Error::Data(m)
+            | Error::NotFound(m)
             | Error::NotSupported(m)
             | Error::Unknown(m) => m,
         }

@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 
 /// `MLOperandDataType`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum DataType {
     Float32,
     Float16,
@@ -81,6 +81,46 @@ impl DataType {
 pub enum Number {
     Double(f64),
     BigInt(i128),
+}
+
+/// As the graph cache stores it: a finite double as a JSON number, NaN and the infinities as
+/// strings (JSON has no such numbers), a bigint as `{"BigInt": "<decimal>"}`.
+impl serde::Serialize for Number {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match *self {
+            Number::Double(x) if x.is_finite() => serializer.serialize_f64(x),
+            Number::Double(x) => serializer.serialize_str(if x.is_nan() { "NaN" } else if x > 0.0 { "Infinity" } else { "-Infinity" }),
+            Number::BigInt(i) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("BigInt", &i.to_string())?;
+                map.end()
+            }
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Number {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Number, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Stored {
+            Finite(f64),
+            Special(String),
+            BigInt { #[serde(rename = "BigInt")] value: String },
+        }
+        let invalid = |v: &str| serde::de::Error::custom(format!("not an MLNumber: {v}"));
+        match Stored::deserialize(deserializer)? {
+            Stored::Finite(x) => Ok(Number::Double(x)),
+            Stored::Special(s) => match s.as_str() {
+                "NaN" => Ok(Number::Double(f64::NAN)),
+                "Infinity" => Ok(Number::Double(f64::INFINITY)),
+                "-Infinity" => Ok(Number::Double(f64::NEG_INFINITY)),
+                _ => Err(invalid(&s)),
+            },
+            Stored::BigInt { value } => value.parse().map(Number::BigInt).map_err(|_| invalid(&value)),
+        }
+    }
 }
 
 impl Default for Number {
@@ -202,7 +242,7 @@ impl std::fmt::Display for DataType {
 pub const MAX_RANK: usize = 8;
 
 /// `MLOperandDescriptor`: a data type and a shape (empty for scalars).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct OperandDescriptor {
     pub data_type: DataType,
     pub shape: Vec<u32>,

@@ -30,6 +30,14 @@ fn wpt_conformance_cpu_backend() {
     run_every_file(Backend::Cpu);
 }
 
+/// Every case's graph saved to the graph cache's record and loaded back before it runs: the
+/// records hold every operator's options and every kernel the lowering makes.
+#[test]
+fn wpt_conformance_through_the_graph_cache() {
+    run_every_file(Backend::WebGpuSaved);
+    run_every_file(Backend::CpuSaved);
+}
+
 fn run_every_file(backend: Backend) {
     let ctx = common::context();
     let dir = format!("{}/tests/conformance/wpt", env!("CARGO_MANIFEST_DIR"));

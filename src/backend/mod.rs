@@ -14,14 +14,16 @@
 pub mod cpu;
 pub mod oneshot;
 pub mod reference;
+pub mod saved;
 pub mod webgpu;
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::rc::Rc;
 
 use crate::error::{Error, Result};
 use crate::graph::{BuilderContext, ConstantTensor, GraphDescription};
-use crate::memory::{EvictionPriority, HostBytes, MemoryInfo, Residency};
+use crate::memory::{EvictionPriority, HostBytes, MemoryInfo, Residency, SharedConstant};
 use crate::operand::OperandDescriptor;
 
 /// `MLPowerPreference`.
@@ -124,6 +126,11 @@ pub trait BackendGraph {
     fn host_bytes(&self) -> u64;
     fn eviction_priority(&self) -> EvictionPriority;
     fn set_eviction_priority(&self, priority: EvictionPriority);
+    /// The graph cache's record of the graph (see [`saved`]) and its constants, in the order
+    /// the record numbers them.
+    fn save(&self) -> Result<(Vec<u8>, Vec<Rc<SharedConstant>>)>;
+    /// The bytes saved for one of [`save`](Self::save)'s constants.
+    fn saved_constant_bytes(&self, constant: Rc<SharedConstant>) -> impl Future<Output = Result<Vec<u8>>> + 'static;
 }
 
 /// The spec's checks of `dispatch(graph, inputs, outputs)` on its tensors, in its order (the

@@ -66,6 +66,12 @@ impl SharedConstant {
         constant
     }
 
+    /// A file-backed constant in the `"disk"` tier: nothing is allocated or read until a graph
+    /// using it is made resident (a graph loaded from the graph cache).
+    pub fn new_on_disk(buffer_size: u64, file: Rc<dyn Restream>) -> SharedConstant {
+        SharedConstant::with(buffer_size, Backing::File(file), None)
+    }
+
     fn with(buffer_size: u64, backing: Backing, device: Option<Rc<DeviceBuffer>>) -> SharedConstant {
         SharedConstant {
             buffer_size,

@@ -14,7 +14,7 @@ use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
 use crate::ops::reference::{cast_number, map_broadcast, map_broadcast_exact, HostTensor};
 use crate::ops::wgsl::{literal, value_type, wide_literal, ElementwiseKernel, LowerRequest, Lowering};
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Activation {
     Relu,
     Sigmoid,

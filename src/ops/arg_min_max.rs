@@ -14,7 +14,7 @@ use crate::ops::movement::outer_inner;
 use crate::ops::reference::HostTensor;
 use crate::ops::wgsl::{binding, load_fn, BufRef, Launch, LowerRequest, Lowering, F16_HELPERS, WORKGROUP_SIZE};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ArgKind {
     Min,
     Max,
@@ -30,7 +30,7 @@ impl ArgKind {
 }
 
 /// `argMin`/`argMax`'s `axis` and `MLArgMinMaxOptions`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ArgMinMaxOptions {
     pub axis: u32,
     pub keep_dimensions: bool,

@@ -17,7 +17,7 @@ use crate::ops::wgsl::{
 
 /// `MLBatchNormalizationOptions`; `scale` then `bias` follow `input`, `mean` and `variance`
 /// when present.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BatchNormalizationOptions {
     pub axis: u32,
     pub epsilon: f64,
@@ -32,7 +32,7 @@ impl Default for BatchNormalizationOptions {
 }
 
 /// `MLInstanceNormalizationOptions`; `scale` then `bias` follow `input` when present.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct InstanceNormalizationOptions {
     pub epsilon: f64,
     pub layout: InputLayout,

@@ -13,7 +13,7 @@ use crate::ops::reference::HostTensor;
 use crate::ops::wgsl::{buffer_size, BufRef, LowerRequest, Lowering};
 
 /// `split`'s `splits`: a number of equal parts, or the sizes of the parts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Splits {
     Count(u32),
     Sizes(Vec<u32>),

@@ -13,7 +13,7 @@ use crate::ops::fusion::Epilogue;
 use crate::ops::wgsl::{ElementwiseKernel, LowerRequest, Lowering};
 
 /// `MLInputOperandLayout`, shared by the convolution, pooling and normalization families.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum InputLayout {
     #[default]
     Nchw,
@@ -46,7 +46,7 @@ impl InputLayout {
 }
 
 /// `MLConv2dFilterOperandLayout`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Conv2dFilterLayout {
     #[default]
     Oihw,
@@ -77,7 +77,7 @@ impl Conv2dFilterLayout {
 }
 
 /// `MLConvTranspose2dFilterOperandLayout`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum ConvTranspose2dFilterLayout {
     #[default]
     Iohw,
@@ -106,7 +106,7 @@ impl ConvTranspose2dFilterLayout {
 
 /// `MLConv2dOptions`; absent lists are `None` (the spec's "does not exist"). `bias` follows
 /// `input` and `filter` when present.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Conv2dOptions {
     pub padding: Option<Vec<u32>>,
     pub strides: Option<Vec<u32>>,
@@ -133,7 +133,7 @@ impl Default for Conv2dOptions {
 }
 
 /// `MLConvTranspose2dOptions`; `bias` follows `input` and `filter` when present.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ConvTranspose2dOptions {
     pub padding: Option<Vec<u32>>,
     pub strides: Option<Vec<u32>>,

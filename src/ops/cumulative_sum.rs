@@ -17,7 +17,7 @@ use crate::ops::wgsl::{
 };
 
 /// `cumulativeSum`'s `axis` and `MLCumulativeSumOptions`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CumulativeSumOptions {
     pub axis: u32,
     pub exclusive: bool,

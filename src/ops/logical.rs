@@ -8,7 +8,7 @@ use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
 use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};
 use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerRequest, Lowering};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum LogicalOp {
     Equal,
     NotEqual,

@@ -45,7 +45,7 @@ pub use wgsl::{BufRef, Launch, LowerRequest, Lowering};
 
 /// One operator with its options. Optional operand inputs (gemm's `c`, normalization's
 /// `scale`/`bias`) are flagged in the options and appended to the operator's input list.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     Binary(elementwise_binary::BinaryOp),
     Logical(logical::LogicalOp),

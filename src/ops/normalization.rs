@@ -11,7 +11,7 @@ use crate::ops::reference::{coords, linear, round_to, HostTensor};
 use crate::ops::wgsl::{buffer_size, coords_fn, literal, BufRef, ElementwiseKernel, LowerRequest, Lowering};
 
 /// `MLLayerNormalizationOptions`; `scale` then `bias` follow the input when present.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LayerNormalizationOptions {
     pub axes: Option<Vec<u32>>,
     pub epsilon: f64,

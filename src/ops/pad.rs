@@ -16,7 +16,7 @@ use crate::ops::reference::{coords, linear, HostTensor};
 use crate::ops::wgsl::{coords_fn, wide_literal, BufRef, LowerRequest, Lowering};
 
 /// `MLPaddingMode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum PaddingMode {
     #[default]
     Constant,
@@ -36,7 +36,7 @@ impl PaddingMode {
 }
 
 /// `pad`'s paddings and `MLPadOptions`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PadOptions {
     pub beginning_padding: Vec<u32>,
     pub ending_padding: Vec<u32>,

@@ -13,7 +13,7 @@ use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
 use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::wgsl::{literal, value_type, ElementwiseKernel, LowerRequest, Lowering};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PoolKind {
     Average,
     L2,
@@ -33,7 +33,7 @@ impl PoolKind {
 }
 
 /// `MLRoundingType`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum RoundingType {
     #[default]
     Floor,
@@ -51,7 +51,7 @@ impl RoundingType {
 }
 
 /// `MLPool2dOptions`; absent lists are `None` (the spec's "does not exist").
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Pool2dOptions {
     pub window_dimensions: Option<Vec<u32>>,
     pub padding: Option<Vec<u32>>,

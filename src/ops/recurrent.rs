@@ -23,7 +23,7 @@ use crate::ops::wgsl::{
 use crate::ops::Op;
 
 /// `MLRecurrentNetworkActivation`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RecurrentActivation {
     Relu,
     Sigmoid,
@@ -58,7 +58,7 @@ impl RecurrentActivation {
 }
 
 /// `MLRecurrentNetworkDirection`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum RecurrentDirection {
     #[default]
     Forward,
@@ -82,7 +82,7 @@ impl RecurrentDirection {
 }
 
 /// `MLGruWeightLayout`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum GruWeightLayout {
     #[default]
     Zrn,
@@ -100,7 +100,7 @@ impl GruWeightLayout {
 }
 
 /// `MLLstmWeightLayout`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum LstmWeightLayout {
     #[default]
     Iofg,
@@ -120,7 +120,7 @@ impl LstmWeightLayout {
 /// gru's `steps` and `hiddenSize` arguments and `MLGruOptions`; the optional operands present
 /// follow `input`, `weight` and `recurrentWeight` in the order bias, recurrentBias,
 /// initialHiddenState.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GruOptions {
     pub steps: u32,
     pub hidden_size: u32,
@@ -154,7 +154,7 @@ impl GruOptions {
 
 /// gruCell's `hiddenSize` argument and `MLGruCellOptions`; bias then recurrentBias follow
 /// `input`, `weight`, `recurrentWeight` and `hiddenState` when present.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GruCellOptions {
     pub hidden_size: u32,
     pub has_bias: bool,
@@ -180,7 +180,7 @@ impl GruCellOptions {
 /// lstm's `steps` and `hiddenSize` arguments and `MLLstmOptions`; the optional operands present
 /// follow in the order bias, recurrentBias, peepholeWeight, initialHiddenState,
 /// initialCellState.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LstmOptions {
     pub steps: u32,
     pub hidden_size: u32,
@@ -216,7 +216,7 @@ impl LstmOptions {
 /// lstmCell's `hiddenSize` argument and `MLLstmCellOptions`; bias, recurrentBias and
 /// peepholeWeight follow `input`, `weight`, `recurrentWeight`, `hiddenState` and `cellState`
 /// when present.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LstmCellOptions {
     pub hidden_size: u32,
     pub has_bias: bool,

@@ -19,7 +19,7 @@ use crate::ops::wgsl::{
     Launch, LowerRequest, Lowering, F16_HELPERS,
 };
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ReduceOp {
     L1,
     L2,
@@ -74,7 +74,7 @@ impl ReduceOp {
 }
 
 /// `MLReduceOptions`: `axes` absent means every axis.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ReduceOptions {
     pub axes: Option<Vec<u32>>,
     pub keep_dimensions: bool,

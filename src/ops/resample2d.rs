@@ -15,7 +15,7 @@ use crate::ops::reference::{coords, round_to, HostTensor};
 use crate::ops::wgsl::{coords_fn, ElementwiseKernel, LowerRequest, Lowering};
 
 /// `MLInterpolationMode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum InterpolationMode {
     #[default]
     NearestNeighbor,
@@ -33,7 +33,7 @@ impl InterpolationMode {
 }
 
 /// `MLResample2dOptions`; absent lists are `None`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Resample2dOptions {
     pub mode: InterpolationMode,
     pub scales: Option<Vec<f64>>,

@@ -9,7 +9,7 @@ use crate::ops::reference::{coords, HostTensor};
 use crate::ops::wgsl::{LowerRequest, Lowering};
 
 /// `slice`'s arguments and `MLSliceOptions`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SliceOptions {
     pub starts: Vec<u32>,
     pub sizes: Vec<u32>,

@@ -13,7 +13,7 @@ use crate::ops::reference::HostTensor;
 use crate::ops::wgsl::{BufRef, LowerRequest, Lowering};
 
 /// `MLTriangularOptions`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TriangularOptions {
     pub upper: bool,
     pub diagonal: i32,

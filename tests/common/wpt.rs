@@ -593,6 +593,41 @@ pub enum Backend {
     WebGpu,
     Cpu,
     Reference,
+    /// The WebGPU and CPU backends with every graph saved to the graph cache's record and
+    /// loaded back (on the same context) before it runs.
+    WebGpuSaved,
+    CpuSaved,
+}
+
+/// A graph through the graph cache: saved, then loaded from the record and constant bytes.
+#[allow(async_fn_in_trait)]
+pub trait Reload: webnn_wgpu::backend::Backend {
+    async fn reload(&self, graph: &Self::Graph) -> Result<Self::Graph>;
+}
+
+impl Reload for Context {
+    async fn reload(&self, graph: &webnn_wgpu::backend::webgpu::Graph) -> Result<webnn_wgpu::backend::webgpu::Graph> {
+        let (record, constants) = graph.save()?;
+        let mut sources = Vec::new();
+        for (i, constant) in constants.iter().enumerate() {
+            let bytes = graph.saved_constant_bytes(constant).await?;
+            sources.push((i.to_string(), std::rc::Rc::new(webnn_wgpu::weights::BytesSource::new("constant", bytes))));
+        }
+        webnn_wgpu::backend::webgpu::Graph::load(self, &record, sources).await
+    }
+}
+
+impl Reload for CpuContext {
+    async fn reload(&self, graph: &webnn_wgpu::backend::cpu::CpuGraph) -> Result<webnn_wgpu::backend::cpu::CpuGraph> {
+        use webnn_wgpu::backend::BackendGraph;
+        let (record, constants) = graph.save()?;
+        let mut bytes = Vec::new();
+        for constant in constants {
+            let saved = BackendGraph::saved_constant_bytes(graph, constant).await?;
+            bytes.push(webnn_wgpu::memory::HostBytes::from_slice(&saved, self.host_byte_counter()));
+        }
+        webnn_wgpu::backend::cpu::CpuGraph::load(self, &record, bytes)
+    }
 }
 
 pub fn run_case(ctx: &Context, case: &Value, backend: Backend) -> Outcome {
@@ -603,8 +638,8 @@ async fn run_case_inner(ctx: &Context, case: &Value, backend: Backend) -> Result
     let graph = &case["graph"];
     let cpu = CpuContext::new(ContextOptions::default());
     let mut builder = match backend {
-        Backend::Cpu => GraphBuilder::new(&cpu)?,
-        Backend::WebGpu | Backend::Reference => GraphBuilder::new(ctx)?,
+        Backend::Cpu | Backend::CpuSaved => GraphBuilder::new(&cpu)?,
+        Backend::WebGpu | Backend::WebGpuSaved | Backend::Reference => GraphBuilder::new(ctx)?,
     };
     let mut operands: HashMap<String, Operand> = HashMap::new();
     let mut host_feeds: BTreeMap<String, HostTensor> = BTreeMap::new();
@@ -614,8 +649,8 @@ async fn run_case_inner(ctx: &Context, case: &Value, backend: Backend) -> Result
     // `constant` (every data type), and the tensors the case creates against its
     // `maxTensorByteLength`.
     let max_bytes = match backend {
-        Backend::Cpu => cpu.max_tensor_byte_length(),
-        Backend::WebGpu | Backend::Reference => ctx.max_tensor_byte_length(),
+        Backend::Cpu | Backend::CpuSaved => cpu.max_tensor_byte_length(),
+        Backend::WebGpu | Backend::WebGpuSaved | Backend::Reference => ctx.max_tensor_byte_length(),
     };
     for (id, input) in inputs {
         let d = descriptor(&input["descriptor"])?;
@@ -710,8 +745,10 @@ async fn run_case_inner(ctx: &Context, case: &Value, backend: Backend) -> Result
         wanted.push((id.clone(), d, want));
     }
     let got = match backend {
-        Backend::WebGpu => run_on(ctx, builder, &named, &host_feeds, &wanted).await?,
-        Backend::Cpu => run_on(&cpu, builder, &named, &host_feeds, &wanted).await?,
+        Backend::WebGpu => run_on(ctx, builder, &named, &host_feeds, &wanted, false).await?,
+        Backend::Cpu => run_on(&cpu, builder, &named, &host_feeds, &wanted, false).await?,
+        Backend::WebGpuSaved => run_on(ctx, builder, &named, &host_feeds, &wanted, true).await?,
+        Backend::CpuSaved => run_on(&cpu, builder, &named, &host_feeds, &wanted, true).await?,
         Backend::Reference => {
             let graph = ReferenceGraph::compile(builder.prepare_build(&named)?)?;
             graph.dispatch(&host_feeds)?
@@ -745,16 +782,20 @@ async fn run_case_inner(ctx: &Context, case: &Value, backend: Backend) -> Result
     Ok(Outcome::Pass)
 }
 
-/// Builds the graph on `backend`, writes the inputs to tensors, dispatches it and reads every
-/// output back.
-async fn run_on<B: webnn_wgpu::backend::Backend>(
+/// Builds the graph on `backend` (through the graph cache when `saved`), writes the inputs to
+/// tensors, dispatches it and reads every output back.
+async fn run_on<B: Reload>(
     backend: &B,
     mut builder: GraphBuilder,
     named: &[(String, Operand)],
     feeds: &BTreeMap<String, HostTensor>,
     wanted: &[(String, OperandDescriptor, HostTensor)],
+    saved: bool,
 ) -> Result<BTreeMap<String, HostTensor>> {
-    let graph = backend.compile(builder.prepare_build(named)?).await?;
+    let mut graph = backend.compile(builder.prepare_build(named)?).await?;
+    if saved {
+        graph = backend.reload(&graph).await?;
+    }
     let mut inputs = Vec::new();
     for (id, value) in feeds {
         let t = backend.create_tensor(TensorDescriptor { operand: value.descriptor.clone(), readable: false, writable: true }).await?;

@@ -1,12 +1,13 @@
 //! The CPU backend behind the [`Backend`] seam.
 
 use std::future::Future;
+use std::rc::Rc;
 
 use crate::backend::cpu::{CpuContext, CpuGraph, CpuTensor};
 use crate::backend::{Backend, BackendGraph, BackendTensor, TensorDescriptor};
 use crate::error::Result;
 use crate::graph::GraphDescription;
-use crate::memory::{EvictionPriority, HostBytes, MemoryInfo, Residency};
+use crate::memory::{EvictionPriority, HostBytes, MemoryInfo, Residency, SharedConstant};
 use crate::operand::OperandDescriptor;
 
 impl Backend for CpuContext {
@@ -111,6 +112,15 @@ impl BackendGraph for CpuGraph {
 
     fn eviction_priority(&self) -> EvictionPriority {
         CpuGraph::eviction_priority(self)
+    }
+
+    fn save(&self) -> Result<(Vec<u8>, Vec<Rc<SharedConstant>>)> {
+        CpuGraph::save(self)
+    }
+
+    fn saved_constant_bytes(&self, constant: Rc<SharedConstant>) -> impl Future<Output = Result<Vec<u8>>> + 'static {
+        let bytes = CpuGraph::saved_constant_bytes(self, &constant);
+        async move { bytes }
     }
 
     fn set_eviction_priority(&self, priority: EvictionPriority) {

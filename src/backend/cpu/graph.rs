@@ -19,23 +19,23 @@ use crate::ops::Op;
 use crate::operand::OperandDescriptor;
 
 /// One operator with its kernel.
-struct Step {
-    operator: Operator,
+pub(super) struct Step {
+    pub(super) operator: Operator,
     kernel: Kernel,
 }
 
-struct GraphInner {
+pub(super) struct GraphInner {
     id: u64,
     context: CpuContext,
-    descriptors: Vec<OperandDescriptor>,
-    steps: Vec<Step>,
+    pub(super) descriptors: Vec<OperandDescriptor>,
+    pub(super) steps: Vec<Step>,
     /// Sorted by name, with their operand indices.
-    inputs: Vec<(String, OperandDescriptor)>,
-    outputs: Vec<(String, OperandDescriptor)>,
-    input_operands: Vec<usize>,
-    output_operands: Vec<usize>,
+    pub(super) inputs: Vec<(String, OperandDescriptor)>,
+    pub(super) outputs: Vec<(String, OperandDescriptor)>,
+    pub(super) input_operands: Vec<usize>,
+    pub(super) output_operands: Vec<usize>,
     /// Operand index and bytes of each constant.
-    constants: Vec<(usize, Rc<SharedConstant>)>,
+    pub(super) constants: Vec<(usize, Rc<SharedConstant>)>,
     /// The constants' buffers while resident, in the order of `constants`.
     resident: RefCell<Vec<Rc<Buffer>>>,
     /// For each operand, the last step that reads it (`usize::MAX` for graph outputs).
@@ -49,7 +49,7 @@ struct GraphInner {
 /// A compiled CPU graph; clones share it.
 #[derive(Clone)]
 pub struct CpuGraph {
-    inner: Rc<GraphInner>,
+    pub(super) inner: Rc<GraphInner>,
 }
 
 impl CpuGraph {
@@ -166,7 +166,7 @@ impl CpuGraph {
         self.inner.destroyed.get() || self.inner.context.is_lost()
     }
 
-    fn check_usable(&self) -> Result<()> {
+    pub(super) fn check_usable(&self) -> Result<()> {
         if self.inner.destroyed.get() {
             return Err(Error::InvalidState("the MLGraph is destroyed".into()));
         }

@@ -9,6 +9,7 @@ pub mod context;
 pub mod graph;
 pub mod kernel;
 pub mod kernels;
+pub mod saved;
 pub mod tensor;
 
 pub use context::CpuContext;

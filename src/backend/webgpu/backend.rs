@@ -1,12 +1,13 @@
 //! The WebGPU backend behind the [`Backend`] seam.
 
 use std::future::Future;
+use std::rc::Rc;
 
 use crate::backend::webgpu::{Context, Graph, Tensor};
 use crate::backend::{Backend, BackendGraph, BackendTensor, TensorDescriptor};
 use crate::error::Result;
 use crate::graph::GraphDescription;
-use crate::memory::{EvictionPriority, HostBytes, MemoryInfo, Residency};
+use crate::memory::{EvictionPriority, HostBytes, MemoryInfo, Residency, SharedConstant};
 use crate::operand::OperandDescriptor;
 
 impl Backend for Context {
@@ -116,6 +117,15 @@ impl BackendGraph for Graph {
 
     fn eviction_priority(&self) -> EvictionPriority {
         Graph::eviction_priority(self)
+    }
+
+    fn save(&self) -> Result<(Vec<u8>, Vec<Rc<SharedConstant>>)> {
+        Graph::save(self)
+    }
+
+    fn saved_constant_bytes(&self, constant: Rc<SharedConstant>) -> impl Future<Output = Result<Vec<u8>>> + 'static {
+        let graph = self.clone();
+        async move { graph.saved_constant_bytes(&constant).await }
     }
 
     fn set_eviction_priority(&self, priority: EvictionPriority) {

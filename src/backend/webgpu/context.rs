@@ -53,6 +53,9 @@ pub(crate) struct ContextInner {
     /// `constantTensor(name, {wait: false})` calls whose stream is not queued yet: a batch of
     /// queued streams waits for them to join it, and the lanes split them (see `runtime::lanes`).
     pub(super) queuing_streams: BusyCount,
+    /// Constants of graphs loaded from the graph cache, by content key: graphs loaded with the
+    /// same bytes share one constant, as graphs built with one constant tensor do.
+    pub(super) saved_constants: RefCell<std::collections::HashMap<String, std::rc::Weak<crate::memory::SharedConstant>>>,
 }
 
 thread_local! {
@@ -188,6 +191,7 @@ impl Context {
                 open_allocation_scopes: Cell::new(0),
                 unconfirmed: BusyCount::default(),
                 queuing_streams: BusyCount::default(),
+                saved_constants: RefCell::default(),
             }),
         }
     }

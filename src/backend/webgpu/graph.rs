@@ -21,7 +21,7 @@ use crate::backend::webgpu::context::Context;
 use crate::backend::webgpu::pipeline::Pipeline;
 
 /// Where a value of the plan lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) enum Slot {
     Input(usize),
     Output(usize),
@@ -300,6 +300,25 @@ impl Graph {
             }
         }
 
+        let graph = Graph::assemble(context, inputs, outputs, constants, slot_sizes, steps)?;
+        graph.make_resident(None, out_of_memory_operation).await?;
+        if let Some(e) = compiled.await {
+            graph.destroy();
+            return Err(Error::Operation(format!("a kernel failed to compile: {e}")));
+        }
+        Ok(graph)
+    }
+
+    /// A graph of a finished plan, off the GPU and registered with the memory budget: a
+    /// `QuotaExceededError` when it could never fit the budget.
+    pub(super) fn assemble(
+        context: &Context,
+        inputs: Vec<(String, OperandDescriptor)>,
+        outputs: Vec<(String, OperandDescriptor)>,
+        constants: Vec<Rc<SharedConstant>>,
+        slot_sizes: Vec<u64>,
+        steps: Vec<Step>,
+    ) -> Result<Graph> {
         let graph = Graph {
             inner: Rc::new(GraphInner {
                 id: NEXT_GRAPH_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -328,11 +347,6 @@ impl Graph {
         }
         let weak: std::rc::Weak<dyn Evictable> = Rc::downgrade(&graph.inner) as std::rc::Weak<dyn Evictable>;
         context.inner.memory.register(weak);
-        graph.make_resident(None, out_of_memory_operation).await?;
-        if let Some(e) = compiled.await {
-            graph.destroy();
-            return Err(Error::Operation(format!("a kernel failed to compile: {e}")));
-        }
         Ok(graph)
     }
 
@@ -505,7 +519,7 @@ impl Graph {
         self.inner.context.flush().await
     }
 
-    fn check_usable(&self) -> Result<()> {
+    pub(super) fn check_usable(&self) -> Result<()> {
         if self.inner.destroyed.get() {
             return Err(Error::InvalidState("the MLGraph is destroyed".into()));
         }

@@ -100,6 +100,24 @@ impl WeightFile {
     }
 }
 
+/// A constant of a graph loaded from the graph cache: the `size` bytes of `source` are its
+/// buffer's bytes, uploaded as they are (as uint32 words) when a graph using it is made
+/// resident, and streamed again after it left the GPU, like any constant of a weight file.
+pub(crate) fn saved_constant<S: Source + 'static>(context: &Context, source: &Rc<S>, size: u64) -> Rc<SharedConstant> {
+    let words = size / 4;
+    let info = TensorInfo {
+        name: source.name().to_string(),
+        type_name: StoredType::U32.name().into(),
+        stored: Some(StoredType::U32),
+        shape: vec![words],
+        offset: 0,
+        byte_length: size,
+    };
+    let descriptor = OperandDescriptor::new(DataType::Uint32, vec![words as u32]);
+    let file = FileTensor::new(context, source, &info, &descriptor, &LoadOptions::default());
+    Rc::new(SharedConstant::new_on_disk(size, file))
+}
+
 /// What a file-backed constant needs to stream its bytes again: the source, the tensor's
 /// header entry and the WebNN type it was converted to.
 struct FileTensor<S> {

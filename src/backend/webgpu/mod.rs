@@ -11,6 +11,7 @@ pub mod loader;
 pub mod pipeline;
 pub mod queue;
 pub mod read;
+pub mod saved;
 pub mod tensor;
 
 pub use crate::memory::buffer::{BufferRegistry, DeviceBuffer};

@@ -7,16 +7,20 @@ use std::rc::Rc;
 
 use crate::error::{Error, Result};
 
-/// A compiled kernel and the layout its bind groups are made with.
+/// A compiled kernel and the layout its bind groups are made with, with the source and binding
+/// counts it was compiled from (what the graph cache saves).
 pub struct Pipeline {
     pub pipeline: wgpu::ComputePipeline,
     pub layout: Rc<wgpu::BindGroupLayout>,
+    pub source: Rc<str>,
+    pub reads: usize,
+    pub writes: usize,
 }
 
 #[derive(Default)]
 pub struct PipelineCache {
     layouts: RefCell<HashMap<(usize, usize), Rc<wgpu::BindGroupLayout>>>,
-    pipelines: RefCell<HashMap<(String, usize, usize), Rc<Pipeline>>>,
+    pipelines: RefCell<HashMap<(Rc<str>, usize, usize), Rc<Pipeline>>>,
 }
 
 impl PipelineCache {
@@ -58,7 +62,7 @@ impl PipelineCache {
     /// A kernel that fails to compile is an `OperationError` and is not cached: an invalid
     /// pipeline handed out again would dispatch as a no-op, leaving outputs unwritten.
     pub async fn get(&self, device: &wgpu::Device, source: &str, reads: usize, writes: usize) -> Result<Rc<Pipeline>> {
-        let key = (source.to_string(), reads, writes);
+        let key: (Rc<str>, usize, usize) = (source.into(), reads, writes);
         if let Some(p) = self.pipelines.borrow().get(&key) {
             return Ok(p.clone());
         }
@@ -84,7 +88,7 @@ impl PipelineCache {
         if let Some(e) = scope.pop().await {
             return Err(Error::Operation(format!("a kernel failed to compile: {e}")));
         }
-        let p = Rc::new(Pipeline { pipeline, layout });
+        let p = Rc::new(Pipeline { pipeline, layout, source: key.0.clone(), reads, writes });
         self.pipelines.borrow_mut().insert(key, p.clone());
         Ok(p)
     }

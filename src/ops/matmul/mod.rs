@@ -52,7 +52,7 @@ use crate::ops::wgsl::{
 };
 
 /// `MLGemmOptions`; `c` is passed as a third input when `has_c`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GemmOptions {
     pub alpha: f64,
     pub beta: f64,
