@@ -151,6 +151,30 @@ declare global {
      * rejects with a TypeError or DataError naming the file, the tensor and the problem.
      */
     openWeights(source: FileSystemFileHandle | Blob, options?: MLOpenWeightsOptions): Promise<MLWeightFile>;
+
+    /**
+     * Experimental (the working group's graph cache proposal): stores the graph's finished plan
+     * (WebGPU: its kernels' WGSL; CPU: its operators) and its constants in origin-private storage
+     * under `key`, replacing what was saved under it. Constants with the same bytes are stored
+     * once for every saved graph. A full quota rejects with QuotaExceededError naming the bytes
+     * needed, and nothing is left half-written.
+     */
+    saveGraph(key: string, graph: MLGraph): Promise<void>;
+    /**
+     * Experimental: the graph saved under `key`, without building it again; on a WebGPU context
+     * its constants start in the "disk" tier and stream from the cache on first use. Rejects with
+     * NotFoundError for an unknown key, for a graph saved by another package version, for another
+     * backend or kind of adapter, and for an entry whose constants were deleted (build and save
+     * again); DataError for a corrupt entry (removed).
+     */
+    loadGraph(key: string): Promise<MLGraph>;
+    /** Experimental: the keys of the saved graphs, sorted. */
+    listGraphs(): Promise<string[]>;
+    /**
+     * Experimental: deletes the graph saved under `key` and the constants no other saved graph
+     * uses. Returns at once; later graph cache calls of the page wait for it.
+     */
+    deleteGraph(key: string): void;
   }
 
   interface MLOpSupportLimits {
@@ -281,6 +305,9 @@ declare global {
 
   interface MLGraph {
     destroy(): void;
+    /** The graph cache proposal's members: each input's and output's descriptor, by name. */
+    readonly inputs: Readonly<Record<string, MLOperandDescriptor>>;
+    readonly outputs: Readonly<Record<string, MLOperandDescriptor>>;
 
     /**
      * Extension: releases the GPU buffers of the graph's constants and intermediates once every

@@ -295,6 +295,197 @@ class ML {
 }
 defineInterface(ML, 'ML');
 
+// ---- The graph cache (experimental; docs/EXTENSIONS.md, "Graph cache") ----
+// Origin-private storage under `webnn-wgpu-graph-cache/`: `graphs/<sha256 of the key>.graph` is
+// one JSON line `{key, constants: [{hash, byteLength}]}` followed by the core's record of the
+// graph, and `constants/<sha256>.bin` holds each constant's bytes once for every graph that uses
+// them. A graph file is written last, and every file atomically (a writable commits on close),
+// so an interrupted save leaves no entry. Operations hold a Web Lock so that the origin's pages
+// and workers do not interleave them, and run in call order within this realm.
+
+const CACHE_DIRECTORY = 'webnn-wgpu-graph-cache';
+// Constants of one save kept in memory between hashing and writing, rather than read twice.
+const CACHE_KEEP_BYTES = 64 << 20;
+let cacheQueue = Promise.resolve();
+
+function cacheOperation(work) {
+  const run = () => (globalThis.navigator?.locks ? navigator.locks.request(CACHE_DIRECTORY, () => work()) : work());
+  const result = cacheQueue.then(run, run);
+  cacheQueue = result.catch(() => {});
+  return result;
+}
+
+async function cacheDirectories(what) {
+  if (typeof globalThis.navigator?.storage?.getDirectory !== 'function') {
+    throw domException('NotSupportedError', `${what}: the graph cache needs origin-private storage (navigator.storage.getDirectory)`);
+  }
+  const root = await navigator.storage.getDirectory();
+  const cache = await root.getDirectoryHandle(CACHE_DIRECTORY, { create: true });
+  return {
+    graphs: await cache.getDirectoryHandle('graphs', { create: true }),
+    constants: await cache.getDirectoryHandle('constants', { create: true }),
+  };
+}
+
+async function sha256Hex(bytes) {
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+  return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+async function graphFileName(key) {
+  return `${await sha256Hex(new TextEncoder().encode(key))}.graph`;
+}
+
+// The file, or null where there is none.
+async function existingFile(directory, name) {
+  try {
+    return await (await directory.getFileHandle(name)).getFile();
+  } catch (e) {
+    if (e.name === 'NotFoundError' || e.name === 'TypeMismatchError') return null;
+    throw e;
+  }
+}
+
+// Removes file `name` if it exists. A writable just aborted can hold the file's lock for a moment
+// after abort() resolves (removeEntry then fails with NoModificationAllowedError): retried.
+async function removeFile(directory, name) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await directory.removeEntry(name);
+      return;
+    } catch (e) {
+      if (e.name === 'NotFoundError') return;
+      if (e.name !== 'NoModificationAllowedError' || attempt === 50) throw e;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+}
+
+// Writes `parts` to file `name`: all of them or, on failure, no file.
+async function writeFile(directory, name, parts) {
+  const handle = await directory.getFileHandle(name, { create: true });
+  let writable;
+  try {
+    writable = await handle.createWritable();
+    for (const part of parts) await writable.write(part);
+    await writable.close();
+  } catch (e) {
+    if (writable) await writable.abort().catch(() => {});
+    await removeFile(directory, name).catch(() => {});
+    throw e;
+  }
+}
+
+// A graph file's JSON line and the record after it; null when it is not one.
+function parseGraphFile(bytes) {
+  const end = bytes.indexOf(10);
+  if (end < 0) return null;
+  try {
+    const head = JSON.parse(new TextDecoder().decode(bytes.subarray(0, end)));
+    const valid = typeof head?.key === 'string' && Array.isArray(head.constants)
+      && head.constants.every((c) => typeof c?.hash === 'string' && /^[0-9a-f]{64}$/.test(c.hash) && Number.isSafeInteger(c.byteLength));
+    return valid ? { head, record: bytes.subarray(end + 1) } : null;
+  } catch {
+    return null;
+  }
+}
+
+async function savedGraphs(graphs) {
+  const found = [];
+  for await (const [name, handle] of graphs.entries()) {
+    if (handle.kind !== 'file' || !name.endsWith('.graph')) continue;
+    const parsed = parseGraphFile(new Uint8Array(await (await handle.getFile()).arrayBuffer()));
+    found.push({ name, parsed });
+  }
+  return found;
+}
+
+// Removes the constants no saved graph uses (those of deleted graphs, and of saves cut short).
+async function collectConstants(directories) {
+  const used = new Set();
+  for (const { parsed } of await savedGraphs(directories.graphs)) {
+    parsed?.head.constants.forEach((c) => used.add(`${c.hash}.bin`));
+  }
+  const unused = [];
+  for await (const name of directories.constants.keys()) {
+    if (!used.has(name)) unused.push(name);
+  }
+  for (const name of unused) await removeFile(directories.constants, name).catch(() => {});
+}
+
+async function storeGraph(key, saved) {
+  const directories = await cacheDirectories('saveGraph()');
+  const record = saved.record();
+  const constants = [];
+  const missing = new Map(); // hash -> [index, bytes kept or null]
+  let kept = 0;
+  for (let i = 0; i < saved.constantCount(); i++) {
+    const bytes = await saved.constantBytes(i);
+    const hash = await sha256Hex(bytes);
+    constants.push({ hash, byteLength: bytes.byteLength });
+    if (missing.has(hash)) continue;
+    const file = await existingFile(directories.constants, `${hash}.bin`);
+    if (file?.size === bytes.byteLength) continue;
+    const keep = kept + bytes.byteLength <= CACHE_KEEP_BYTES;
+    kept += keep ? bytes.byteLength : 0;
+    missing.set(hash, [i, keep ? bytes : null]);
+  }
+  const head = new TextEncoder().encode(`${JSON.stringify({ key, constants })}\n`);
+  let needed = head.byteLength + record.byteLength;
+  for (const [i] of missing.values()) needed += constants[i].byteLength;
+  const quotaError = (detail) => domException('QuotaExceededError', `saveGraph(): the graph needs ${needed} bytes of origin-private storage; ${detail}`);
+  const estimate = await navigator.storage.estimate?.().catch(() => undefined);
+  if (estimate?.quota !== undefined && estimate.quota - (estimate.usage ?? 0) < needed) {
+    throw quotaError(`${estimate.quota - (estimate.usage ?? 0)} are available`);
+  }
+  const written = [];
+  try {
+    for (const [hash, [i, bytes]] of missing) {
+      await writeFile(directories.constants, `${hash}.bin`, [bytes ?? await saved.constantBytes(i)]);
+      written.push(`${hash}.bin`);
+    }
+    const name = await graphFileName(key);
+    const replaced = await existingFile(directories.graphs, name);
+    await writeFile(directories.graphs, name, [head, record]);
+    if (replaced) await collectConstants(directories);
+  } catch (e) {
+    for (const name of written) await removeFile(directories.constants, name).catch(() => {});
+    if (e?.name === 'QuotaExceededError') throw quotaError(e.message);
+    throw e;
+  }
+}
+
+async function fetchGraph(key, handle) {
+  const directories = await cacheDirectories('loadGraph()');
+  const name = await graphFileName(key);
+  const file = await existingFile(directories.graphs, name);
+  if (!file) throw domException('NotFoundError', `loadGraph(): no graph is saved under '${key}'`);
+  const parsed = parseGraphFile(new Uint8Array(await file.arrayBuffer()));
+  if (!parsed || parsed.head.key !== key) {
+    await removeFile(directories.graphs, name).catch(() => {});
+    throw domException('DataError', `loadGraph(): the graph saved under '${key}' is corrupt; it was removed: build it again`);
+  }
+  const files = new Map();
+  for (const { hash, byteLength } of parsed.head.constants) {
+    if (files.has(hash)) continue;
+    const constant = await existingFile(directories.constants, `${hash}.bin`);
+    if (constant?.size !== byteLength) {
+      await removeFile(directories.graphs, name).catch(() => {});
+      await collectConstants(directories);
+      throw domException('NotFoundError', `loadGraph(): a constant of the graph saved under '${key}' (${hash}) is missing or truncated; the entry was removed: build it again`);
+    }
+    files.set(hash, constant);
+  }
+  const hashes = parsed.head.constants.map((c) => c.hash);
+  return handle.loadGraph(parsed.record, hashes, hashes.map((h) => files.get(h)));
+}
+
+async function removeGraph(key) {
+  const directories = await cacheDirectories('deleteGraph()');
+  await removeFile(directories.graphs, await graphFileName(key));
+  await collectConstants(directories);
+}
+
 // ---- MLContext ----
 
 function trackPending(tensorSlot, promise) {
@@ -455,6 +646,44 @@ class MLContext {
     if (c.handle.isLost()) throw domException('InvalidStateError', 'openWeights(): the MLContext is lost');
     const handle = await c.handle.openWeights(blob, fileHandle, name, floatType);
     return new MLWeightFile(INTERNAL, handle, this, onProgress);
+  }
+
+  // Extension (docs/EXTENSIONS.md, "Graph cache"): the working group's graph cache proposal.
+  async saveGraph(key, graph) {
+    const c = slotOf(this, 'MLContext', 'this');
+    if (arguments.length < 2) throw new TypeError(`saveGraph() needs 2 arguments, got ${arguments.length}`);
+    const k = toString(key, 'saveGraph(): key');
+    const g = slotOf(graph, 'MLGraph', 'saveGraph(): graph');
+    if (g.context !== this) throw new TypeError('saveGraph(): the MLGraph belongs to another MLContext');
+    if (g.destroyed) throw domException('InvalidStateError', 'saveGraph(): the MLGraph is destroyed');
+    if (c.handle.isLost()) throw domException('InvalidStateError', 'saveGraph(): the MLContext is lost');
+    const saved = g.handle.save();
+    await cacheOperation(() => storeGraph(k, saved));
+  }
+
+  async loadGraph(key) {
+    const c = slotOf(this, 'MLContext', 'this');
+    if (arguments.length < 1) throw new TypeError('loadGraph() needs a key');
+    const k = toString(key, 'loadGraph(): key');
+    if (c.handle.isLost()) throw domException('InvalidStateError', 'loadGraph(): the MLContext is lost');
+    const handle = await cacheOperation(() => fetchGraph(k, c.handle));
+    return new MLGraph(INTERNAL, handle, this);
+  }
+
+  async listGraphs() {
+    slotOf(this, 'MLContext', 'this');
+    return cacheOperation(async () => {
+      const { graphs } = await cacheDirectories('listGraphs()');
+      return (await savedGraphs(graphs)).filter((g) => g.parsed).map((g) => g.parsed.head.key).sort();
+    });
+  }
+
+  // Returns at once (the proposal's IDL); later cache calls of this realm wait for the deletion.
+  deleteGraph(key) {
+    slotOf(this, 'MLContext', 'this');
+    if (arguments.length < 1) throw new TypeError('deleteGraph() needs a key');
+    const k = toString(key, 'deleteGraph(): key');
+    cacheOperation(() => removeGraph(k)).catch((e) => console.warn(`deleteGraph('${k}'): ${e.message}`));
   }
 }
 // readTensor(tensor) is the shortest overload.
@@ -697,6 +926,16 @@ export class BlobRangeReader {
 
 // ---- MLGraph ----
 
+function graphDescriptors(g) {
+  if (!g.descriptors) {
+    const { inputs, outputs } = g.handle.descriptors();
+    const frozen = (record) => Object.freeze(Object.fromEntries(Object.entries(record).map(([name, d]) => [
+      name, Object.freeze({ dataType: d.dataType, shape: Object.freeze(d.shape) })])));
+    g.descriptors = { inputs: frozen(inputs), outputs: frozen(outputs) };
+  }
+  return g.descriptors;
+}
+
 class MLGraph {
   constructor(token, handle, context) {
     if (token !== INTERNAL) throw new TypeError('Illegal constructor');
@@ -708,6 +947,10 @@ class MLGraph {
     g.destroyed = true;
     g.handle.destroy();
   }
+
+  // The graph cache proposal's members: each input's and output's MLOperandDescriptor by name.
+  get inputs() { return graphDescriptors(slotOf(this, 'MLGraph', 'this')).inputs; }
+  get outputs() { return graphDescriptors(slotOf(this, 'MLGraph', 'this')).outputs; }
 
   // Extensions (docs/EXTENSIONS.md): device memory residency.
   async swapOut(options = {}) {

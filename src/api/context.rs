@@ -141,6 +141,13 @@ impl ContextHandle {
     pub(crate) fn new_cpu(context: CpuContext) -> ContextHandle {
         ContextHandle { inner: OnBackend::Cpu(Bound { context, tensors: Rc::default() }) }
     }
+
+    pub(crate) fn context(&self) -> OnBackend<Context, CpuContext> {
+        match &self.inner {
+            OnBackend::WebGpu(b) => OnBackend::WebGpu(b.context.clone()),
+            OnBackend::Cpu(b) => OnBackend::Cpu(b.context.clone()),
+        }
+    }
 }
 
 #[wasm_bindgen]

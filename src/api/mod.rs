@@ -10,6 +10,7 @@
 //! and the same module instance serves `pkg/index.js` and the browser tests.
 
 mod builder;
+mod cache;
 mod context;
 mod ops;
 mod weights;

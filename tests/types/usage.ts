@@ -44,6 +44,13 @@ export async function run(file: Blob): Promise<Float32Array> {
   builder.constant(t);
   // @ts-expect-error: only "host" and "disk"
   await graph.swapOut({ to: 'device' });
+  // The graph cache.
+  await context.saveGraph('model', graph);
+  const keys: string[] = await context.listGraphs();
+  const cached = await context.loadGraph(keys[0]);
+  const shape: readonly number[] = cached.inputs.a.shape;
+  context.deleteGraph('model');
+  console.log(shape, cached.outputs);
   console.log(ok, where, budget, bytes, graph instanceof MLGraphClass, t.constant, await context.lost);
   return new Float32Array(await context.readTensor(out));
 }
