@@ -731,14 +731,14 @@ export class BlobRangeReader {
 // ---- Downloads: openWeights() of a Response or a ReadableStream ----
 //
 // One pass over the network: each arrived chunk goes, in order, into a Blob piece (Chromium's
-// blob system pages large blobs to disk), an OPFS createWritable() stream and a SHA-256. The
+// blob system pages large blobs to disk) and an OPFS createWritable() stream. The
 // Rust side reads a `WeightDownload` as it reads a Blob (`size`, `slice(a, b)`, whose
 // `arrayBuffer()` and `stream()` wait for bytes that have not arrived), so the header is read
 // as soon as its bytes are in and tensors stream to the GPU as their bytes arrive. Once the
 // writable is closed (an atomic commit), reads switch to the OPFS File and the pieces go.
 // OPFS layout (docs/EXTENSIONS.md): data files in WEIGHTS_DIRECTORY named by `cacheName`, and
 // a record RECORDS_DIRECTORY/<cacheName>.json ({ byteLength, sha256, url }) written only after
-// the data file is committed: a file without a matching record (a crash mid-download) is never
+// the data file is committed and hashed (sha256OfBlob): a file without a matching record (a crash mid-download) is never
 // taken for a complete one by openWeights(handle).
 const WEIGHTS_DIRECTORY = 'webnn-wgpu-weights';
 const RECORDS_DIRECTORY = '.records';
@@ -746,10 +746,13 @@ const RECORDS_DIRECTORY = '.records';
 // writes, and a reader waiting at the edge wakes at most once per piece.
 const PIECE_BYTES = 4 << 20;
 const STREAM_STEP_BYTES = 1 << 20;
+// The last pieces' chunks stay in memory too: a reader at the edge of the download (a tensor
+// streaming as it arrives) takes them from there rather than reading the Blob back.
+const RECENT_PIECES = 3;
 const RESUME_ATTEMPTS = 3;
 
-// An incremental SHA-256 (FIPS 180-4); crypto.subtle has no streaming digest. Self-contained:
-// its source also runs in the hashing Worker (see startHasher).
+// An incremental SHA-256 (FIPS 180-4); crypto.subtle has no streaming digest and wants the
+// whole file in memory. Self-contained: its source also runs in the hashing Worker.
 function createSha256() {
   const K = new Int32Array([
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -766,32 +769,32 @@ function createSha256() {
   const tail = new Uint8Array(64);
   let tailBytes = 0;
   let total = 0;
-  // The 64-byte blocks of bytes[at, end).
+  // The 64-byte blocks of bytes[at, end). Sums are kept in int32 at every step and the state
+  // lives in locals: V8 then keeps everything in registers (about twice as fast as otherwise).
   const blocks = (bytes, at, end) => {
-    let [h0, h1, h2, h3, h4, h5, h6, h7] = h;
+    let h0 = h[0], h1 = h[1], h2 = h[2], h3 = h[3], h4 = h[4], h5 = h[5], h6 = h[6], h7 = h[7];
     for (; at < end; at += 64) {
-      for (let i = 0, j = at; i < 16; i++, j += 4) {
+      for (let i = 0; i < 16; i++) {
+        const j = at + 4 * i;
         w[i] = (bytes[j] << 24) | (bytes[j + 1] << 16) | (bytes[j + 2] << 8) | bytes[j + 3];
       }
       for (let i = 16; i < 64; i++) {
         const x = w[i - 15];
         const y = w[i - 2];
-        const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
-        const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
-        w[i] = (w[i - 16] + s0 + w[i - 7] + s1) | 0;
+        w[i] = (((((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3)) + w[i - 16]) | 0)
+          + (((((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10)) + w[i - 7]) | 0) | 0;
       }
       let a = h0, b = h1, c = h2, d = h3, e = h4, f = h5, g = h6, k = h7;
       for (let i = 0; i < 64; i++) {
-        const s1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
-        const t1 = (k + s1 + ((e & f) ^ (~e & g)) + K[i] + w[i]) | 0;
-        const s0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
-        const t2 = (s0 + ((a & b) ^ (a & c) ^ (b & c))) | 0;
+        const t1 = (((((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7))) + ((e & f) ^ (~e & g))) | 0)
+          + ((k + ((K[i] + w[i]) | 0)) | 0) | 0;
+        const t2 = ((((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10))) + ((a & b) ^ (a & c) ^ (b & c))) | 0;
         k = g; g = f; f = e; e = (d + t1) | 0; d = c; c = b; b = a; a = (t1 + t2) | 0;
       }
       h0 = (h0 + a) | 0; h1 = (h1 + b) | 0; h2 = (h2 + c) | 0; h3 = (h3 + d) | 0;
       h4 = (h4 + e) | 0; h5 = (h5 + f) | 0; h6 = (h6 + g) | 0; h7 = (h7 + k) | 0;
     }
-    h.set([h0, h1, h2, h3, h4, h5, h6, h7]);
+    h[0] = h0; h[1] = h1; h[2] = h2; h[3] = h3; h[4] = h4; h[5] = h5; h[6] = h6; h[7] = h7;
   };
   return {
     update(bytes) {
@@ -824,45 +827,41 @@ function createSha256() {
   };
 }
 
-// SHA-256 off the main thread, in a Worker started from a Blob URL: hashing in JS runs at a few
-// hundred MB/s, slower than the download and the GPU upload it would otherwise hold back.
-// `update(chunks)` posts copies (structured clone), so no caller's buffer is detached. Where no
-// Worker can start (a ServiceWorker, a CSP without blob: workers) it hashes inline, and where
-// one starts but fails, digest() rejects and the caller hashes the committed file instead.
-function startHasher() {
+// The SHA-256 of a committed file, computed once after the download. Hashing in JS runs at about
+// 100 MB/s, slower than the download and the GPU upload, so it stays off the pass that feeds the
+// GPU: it runs in a Worker started from a Blob URL that reads the File itself, or inline where no
+// Worker can start (a ServiceWorker, a CSP without blob: workers) or the Worker fails.
+async function sha256OfBlob(blob) {
+  // Self-contained, as createSha256 is (a minifier may rename either): both are sources too.
+  const hashIn = async (read, sha256) => {
+    const sha = sha256();
+    const reader = read.stream().getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return sha.digest();
+      sha.update(value);
+    }
+  };
   let worker;
   try {
-    const source = `const createSha256 = ${createSha256};\nconst sha = createSha256();\n`
-      + 'onmessage = (e) => { if (e.data) for (const c of e.data) sha.update(c); else postMessage(sha.digest()); };';
+    const source = `onmessage = async (e) => postMessage(await (${hashIn})(e.data, ${createSha256}));`;
     const url = URL.createObjectURL(new Blob([source], { type: 'text/javascript' }));
     worker = new Worker(url);
     // The Worker has its script's URL already; revoking it now only stops later fetches.
     URL.revokeObjectURL(url);
   } catch {
-    const sha = createSha256();
-    return { update: (chunks) => chunks.forEach((c) => sha.update(c)), digest: async () => sha.digest(), close() {} };
+    return hashIn(blob, createSha256);
   }
-  let failure = null;
-  worker.onerror = (e) => { failure = new Error(e.message || 'the hashing Worker failed'); };
-  return {
-    update: (chunks) => worker.postMessage(chunks),
-    digest: () => new Promise((resolve, reject) => {
-      if (failure) reject(failure);
+  try {
+    return await new Promise((resolve, reject) => {
       worker.onmessage = (e) => resolve(e.data);
-      worker.onerror = (e) => reject(new Error(e.message || 'the hashing Worker failed'));
-      worker.postMessage(null);
-    }).finally(() => worker.terminate()),
-    close: () => worker.terminate(),
-  };
-}
-
-async function sha256OfBlob(blob) {
-  const sha = createSha256();
-  const reader = blob.stream().getReader();
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return sha.digest();
-    sha.update(value);
+      worker.onerror = (e) => reject(new Error(e.message));
+      worker.postMessage(blob);
+    });
+  } catch {
+    return hashIn(blob, createSha256);
+  } finally {
+    worker.terminate();
   }
 }
 
@@ -915,6 +914,7 @@ class WeightDownload {
     this.onProgress = onProgress;
     this.pieces = [];
     this.starts = [];
+    this.recent = [];
     this.available = 0;
     this.received = 0;
     this.waiters = [];
@@ -965,7 +965,7 @@ class WeightDownload {
     this.waiters = [];
     this.pieces = [];
     this.starts = [];
-    this.hasher?.close();
+    this.recent = [];
     this.reader.cancel().catch(() => {});
     await this.writer.abort().catch(() => {});
     await this.directory.removeEntry(this.name).catch(() => {});
@@ -973,25 +973,25 @@ class WeightDownload {
   }
 
   async run() {
-    this.hasher = startHasher();
     let chunks = [];
     let gathered = 0;
     let writeError = null;
     let attempts = 0;
-    const flush = async () => {
+    const flush = () => {
       if (writeError) throw writeError;
       if (gathered === 0) return;
       const piece = new Blob(chunks);
-      this.hasher.update(chunks);
-      chunks = [];
-      gathered = 0;
-      // Backpressure: the download does not run ahead of the disk by more than the queue.
-      await this.writer.ready;
+      // Not awaited: OPFS writes (about 300 MB/s on the test VM) would hold the download and the
+      // GPU upload to the disk's pace. The queue holds Blob pieces, kept until the commit anyway.
       this.writer.write(piece).catch((e) => { writeError ??= e; });
       this.pieces.push(piece);
       this.starts.push(this.available);
+      this.recent.push({ start: this.available, chunks });
+      if (this.recent.length > RECENT_PIECES) this.recent.shift();
       this.available += piece.size;
       this.waiters = this.waiters.filter((w) => (this.available >= w.end ? (w.resolve(), false) : true));
+      chunks = [];
+      gathered = 0;
     };
     try {
       for (;;) {
@@ -1025,12 +1025,12 @@ class WeightDownload {
         }
         // Also as soon as a reader waits for bytes gathered here (the header, the range a
         // tensor needs next), so that nothing waits for a piece to fill.
-        if (gathered >= PIECE_BYTES || this.waiters.some((w) => w.end <= this.received)) await flush();
+        if (gathered >= PIECE_BYTES || this.waiters.some((w) => w.end <= this.received)) flush();
       }
       if (this.received < this.size) {
         throw domException('NetworkError', `${this.name}: the download ended after ${this.received} of ${this.size} bytes`);
       }
-      await flush();
+      flush();
       await this.writer.close();
     } catch (e) {
       if (writeError?.name === 'QuotaExceededError' || e?.name === 'QuotaExceededError') {
@@ -1046,7 +1046,7 @@ class WeightDownload {
     if (file.size !== this.size) {
       throw domException('DataError', `${this.name}: the committed file is ${file.size} bytes, not ${this.size}`);
     }
-    const sha256 = await this.hasher.digest().catch(() => sha256OfBlob(file));
+    const sha256 = await sha256OfBlob(file);
     if (this.error) throw this.error;
     const writable = await (await this.records.getFileHandle(`${this.name}.json`, { create: true })).createWritable();
     await writable.write(JSON.stringify({ byteLength: this.size, sha256, url: this.url }));
@@ -1054,6 +1054,7 @@ class WeightDownload {
     this.file = file;
     this.pieces = [];
     this.starts = [];
+    this.recent = [];
     return this.handle;
   }
 
@@ -1097,6 +1098,19 @@ class WeightDownload {
     return new Blob(this.pieces.slice(first, last)).slice(start - from, end - from);
   }
 
+  // A view of arrived bytes from `start` (to `end` at most, within one chunk) still in memory,
+  // or null.
+  recentBytes(start, end) {
+    for (const piece of this.recent) {
+      let at = piece.start;
+      for (const chunk of piece.chunks) {
+        if (start >= at && start < at + chunk.length) return chunk.subarray(start - at, Math.min(chunk.length, end - at));
+        at += chunk.length;
+      }
+    }
+    return null;
+  }
+
   // Blob's surface, as BlobSource and BlobRangeReader use it.
   slice(start = 0, end = this.size) {
     const download = this;
@@ -1128,6 +1142,12 @@ class WeightDownload {
               // A megabyte at a time (or the rest): the download gathers what a waiting
               // reader needs into a piece at once, and pieces of a few chunks would be many.
               await download.arrived(Math.min(end, at + STREAM_STEP_BYTES));
+              const view = download.recentBytes(at, end);
+              if (view) {
+                at += view.length;
+                controller.enqueue(view);
+                return;
+              }
               const to = Math.min(end, download.available);
               reader = download.blob(at, to).stream().getReader();
               at = to;
