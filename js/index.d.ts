@@ -149,8 +149,14 @@ declare global {
      * Extension: reads only the header of a safetensors or GGUF file and resolves to an
      * MLWeightFile whose tensors stream to the GPU on demand. A truncated, corrupt or lying file
      * rejects with a TypeError or DataError naming the file, the tensor and the problem.
+     * A download (a Response from fetch(), or a ReadableStream with options.byteLength and
+     * options.cacheName) is read once: it resolves as soon as the header has arrived, tensors
+     * stream to the GPU as their bytes arrive, and the bytes go into an OPFS file
+     * (MLWeightFile.cached) that a later openWeights(handle) reuses. A cut download rejects the
+     * pending constantTensor() calls and leaves no file; a declared length over the origin's
+     * quota is a QuotaExceededError.
      */
-    openWeights(source: FileSystemFileHandle | Blob, options?: MLOpenWeightsOptions): Promise<MLWeightFile>;
+    openWeights(source: FileSystemFileHandle | Blob | Response | ReadableStream<Uint8Array>, options?: MLOpenWeightsOptions): Promise<MLWeightFile>;
 
     /**
      * Experimental (the working group's graph cache proposal): stores the graph's finished plan
@@ -378,8 +384,22 @@ declare global {
      * shader-f16, float32 otherwise.
      */
     floatType?: 'float32' | 'float16';
-    /** Called after each streamed chunk of constantTensor(). */
+    /**
+     * Called after each streamed chunk of constantTensor(); for a download, after each chunk
+     * that arrives instead, with the bytes of the whole file.
+     */
     onProgress?: (loadedBytes: number, totalBytes: number) => void;
+    /**
+     * A download's length in bytes: required for a ReadableStream, and for a Response without
+     * a usable Content-Length (none, or a compressed body's).
+     */
+    byteLength?: number;
+    /**
+     * The download's file name in the OPFS directory "webnn-wgpu-weights" (no "/", "\" or
+     * leading "."): required for a ReadableStream; a Response's defaults to the last segment
+     * of its URL's path. An earlier file of the name is replaced.
+     */
+    cacheName?: string;
   }
 
   /** Extension: one tensor of a weight file, as its header describes it. */
@@ -422,6 +442,12 @@ declare global {
      * handle (closed when the tensor is loaded; a file locked by another one is streamed).
      */
     constantTensor(name: string, options?: MLConstantTensorOptions): Promise<MLTensor>;
+    /**
+     * A download's OPFS file, once complete: committed, hashed (SHA-256) and recorded. Rejects
+     * as the download fails (NetworkError, QuotaExceededError, DataError). null for a file
+     * opened from a FileSystemFileHandle, a File or a Blob.
+     */
+    readonly cached: Promise<FileSystemFileHandle | null>;
   }
 
   type MLInputOperandLayout = 'nchw' | 'nhwc';

@@ -611,26 +611,38 @@ class MLContext {
   }
 
   // Extension (docs/EXTENSIONS.md, "MLContext"): reads only the header of a safetensors or GGUF
-  // file; `source` is a FileSystemFileHandle, a File or a Blob. `options.floatType` ('float32'
-  // or 'float16') is what bfloat16 and quantized tensors become.
+  // file; `source` is a FileSystemFileHandle, a File, a Blob, or a download (a Response, or a
+  // ReadableStream with options.byteLength) read once into OPFS while its tensors stream.
+  // `options.floatType` ('float32' or 'float16') is what bfloat16 and quantized tensors become.
   async openWeights(source, options = {}) {
     const c = slotOf(this, 'MLContext', 'this');
     if (arguments.length < 1) throw new TypeError('openWeights() needs a source');
     const isHandle = typeof FileSystemFileHandle === 'function' && source instanceof FileSystemFileHandle;
-    if (!isHandle && !(typeof Blob === 'function' && source instanceof Blob)) {
-      throw new TypeError('openWeights(): source must be a FileSystemFileHandle, a File or a Blob');
+    const isDownload = (typeof Response === 'function' && source instanceof Response)
+      || (typeof ReadableStream === 'function' && source instanceof ReadableStream);
+    if (!isHandle && !isDownload && !(typeof Blob === 'function' && source instanceof Blob)) {
+      throw new TypeError('openWeights(): source must be a FileSystemFileHandle, a File, a Blob, a Response or a ReadableStream');
     }
-    const { floatType, onProgress } = readMembers(options, 'openWeights(): options', {
+    const { byteLength, cacheName, floatType, onProgress } = readMembers(options, 'openWeights(): options', {
+      byteLength: [(v, what) => enforceRange(v, 0, Number.MAX_SAFE_INTEGER, what), undefined],
+      cacheName: [toCacheName, undefined],
       floatType: [(v, what) => toEnum(v, ['float32', 'float16'], what), undefined],
       onProgress: [(v, what) => {
         if (typeof v !== 'function') throw new TypeError(`${what} must be a function`);
         return v;
       }, undefined],
     });
+    const download = isDownload ? checkDownload(source, byteLength, cacheName, onProgress) : null;
     let blob;
     let name;
     let fileHandle;
-    if (isHandle) {
+    let cached = Promise.resolve(null);
+    if (download) {
+      if (c.handle.isLost()) throw domException('InvalidStateError', 'openWeights(): the MLContext is lost');
+      blob = download.download;
+      name = blob.name;
+      ({ done: cached } = await blob.start(download.body));
+    } else if (isHandle) {
       name = source.name;
       // Kept for sync access handles: in a dedicated Worker, tensors are read through them.
       fileHandle = source;
@@ -639,13 +651,23 @@ class MLContext {
       } catch (e) {
         throw domException('DataError', `${name}: cannot read the file: ${e.message}`);
       }
+      const problem = await downloadRecordProblem(source, blob);
+      if (problem) throw domException('DataError', problem);
     } else {
       blob = source;
       name = typeof File === 'function' && source instanceof File ? source.name : 'Blob';
     }
-    if (c.handle.isLost()) throw domException('InvalidStateError', 'openWeights(): the MLContext is lost');
-    const handle = await c.handle.openWeights(blob, fileHandle, name, floatType);
-    return new MLWeightFile(INTERNAL, handle, this, onProgress);
+    let handle;
+    try {
+      if (c.handle.isLost()) throw domException('InvalidStateError', 'openWeights(): the MLContext is lost');
+      handle = await c.handle.openWeights(blob, fileHandle, name, floatType);
+    } catch (e) {
+      // A download whose header does not read goes no further and leaves no file.
+      if (download) await blob.abort(e);
+      throw e;
+    }
+    // A download's onProgress reports the download; a file's, each tensor's streaming.
+    return new MLWeightFile(INTERNAL, handle, this, download ? undefined : onProgress, cached);
   }
 
   // Extension (docs/EXTENSIONS.md, "Graph cache"): the working group's graph cache proposal.
@@ -728,14 +750,25 @@ defineInterface(MLTensor, 'MLTensor');
 // ---- MLWeightFile ----
 
 class MLWeightFile {
-  constructor(token, handle, context, onProgress) {
+  constructor(token, handle, context, onProgress, cached) {
     if (token !== INTERNAL) throw new TypeError('Illegal constructor');
     const tensors = Object.freeze(handle.tensors().map((t) => Object.freeze({ ...t, shape: Object.freeze(t.shape) })));
-    slots.set(this, { kind: 'MLWeightFile', handle, context, onProgress, tensors });
+    slots.set(this, { kind: 'MLWeightFile', handle, context, onProgress, tensors, cached });
   }
 
   // [{ name, dataType, shape, byteLength, storedType, fileByteLength }].
   get tensors() { return slotOf(this, 'MLWeightFile', 'this').tensors; }
+
+  // A download's OPFS FileSystemFileHandle, once the file is committed and its record written
+  // (rejects as the download fails); null for a file opened from a handle, a File or a Blob.
+  // A promise attribute's getter rejects rather than throws, also on a foreign `this`.
+  get cached() {
+    try {
+      return slotOf(this, 'MLWeightFile', 'this').cached;
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
 
   // A constant MLTensor whose bytes are streamed from the file to the GPU in chunks. It resolves
   // once they are on the GPU; with `options.wait` false, once the GPU buffer is allocated, the
@@ -922,6 +955,474 @@ export class BlobRangeReader {
     this.pending = null;
     this.reader = null;
   }
+}
+
+// ---- Downloads: openWeights() of a Response or a ReadableStream ----
+//
+// One pass over the network: each arrived chunk goes, in order, into a Blob piece (Chromium's
+// blob system pages large blobs to disk) and an OPFS createWritable() stream. The
+// Rust side reads a `WeightDownload` as it reads a Blob (`size`, `slice(a, b)`, whose
+// `arrayBuffer()` and `stream()` wait for bytes that have not arrived), so the header is read
+// as soon as its bytes are in and tensors stream to the GPU as their bytes arrive. Once the
+// writable is closed (an atomic commit), reads switch to the OPFS File and the pieces go.
+// OPFS layout (docs/EXTENSIONS.md): data files in WEIGHTS_DIRECTORY named by `cacheName`, and
+// a record RECORDS_DIRECTORY/<cacheName>.json ({ byteLength, sha256, url }) written only after
+// the data file is committed and hashed (sha256OfBlob): a file without a matching record (a crash mid-download) is never
+// taken for a complete one by openWeights(handle).
+const WEIGHTS_DIRECTORY = 'webnn-wgpu-weights';
+const RECORDS_DIRECTORY = '.records';
+// Network chunks (often 64 KiB) are gathered into pieces of this size: fewer Blobs and OPFS
+// writes, and a reader waiting at the edge wakes at most once per piece.
+const PIECE_BYTES = 4 << 20;
+const STREAM_STEP_BYTES = 1 << 20;
+// The last pieces' chunks stay in memory too: a reader at the edge of the download (a tensor
+// streaming as it arrives) takes them from there rather than reading the Blob back.
+const RECENT_PIECES = 3;
+const RESUME_ATTEMPTS = 3;
+
+// An incremental SHA-256 (FIPS 180-4); crypto.subtle has no streaming digest and wants the
+// whole file in memory. Self-contained: its source also runs in the hashing Worker.
+function createSha256() {
+  const K = new Int32Array([
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+  ]);
+  const h = new Int32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
+  const w = new Int32Array(64);
+  const tail = new Uint8Array(64);
+  let tailBytes = 0;
+  let total = 0;
+  // The 64-byte blocks of bytes[at, end). Sums are kept in int32 at every step and the state
+  // lives in locals: V8 then keeps everything in registers (about twice as fast as otherwise).
+  const blocks = (bytes, at, end) => {
+    let h0 = h[0], h1 = h[1], h2 = h[2], h3 = h[3], h4 = h[4], h5 = h[5], h6 = h[6], h7 = h[7];
+    for (; at < end; at += 64) {
+      for (let i = 0; i < 16; i++) {
+        const j = at + 4 * i;
+        w[i] = (bytes[j] << 24) | (bytes[j + 1] << 16) | (bytes[j + 2] << 8) | bytes[j + 3];
+      }
+      for (let i = 16; i < 64; i++) {
+        const x = w[i - 15];
+        const y = w[i - 2];
+        w[i] = (((((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3)) + w[i - 16]) | 0)
+          + (((((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10)) + w[i - 7]) | 0) | 0;
+      }
+      let a = h0, b = h1, c = h2, d = h3, e = h4, f = h5, g = h6, k = h7;
+      for (let i = 0; i < 64; i++) {
+        const t1 = (((((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7))) + ((e & f) ^ (~e & g))) | 0)
+          + ((k + ((K[i] + w[i]) | 0)) | 0) | 0;
+        const t2 = ((((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10))) + ((a & b) ^ (a & c) ^ (b & c))) | 0;
+        k = g; g = f; f = e; e = (d + t1) | 0; d = c; c = b; b = a; a = (t1 + t2) | 0;
+      }
+      h0 = (h0 + a) | 0; h1 = (h1 + b) | 0; h2 = (h2 + c) | 0; h3 = (h3 + d) | 0;
+      h4 = (h4 + e) | 0; h5 = (h5 + f) | 0; h6 = (h6 + g) | 0; h7 = (h7 + k) | 0;
+    }
+    h[0] = h0; h[1] = h1; h[2] = h2; h[3] = h3; h[4] = h4; h[5] = h5; h[6] = h6; h[7] = h7;
+  };
+  return {
+    update(bytes) {
+      total += bytes.length;
+      let at = 0;
+      if (tailBytes > 0) {
+        at = Math.min(64 - tailBytes, bytes.length);
+        tail.set(bytes.subarray(0, at), tailBytes);
+        tailBytes += at;
+        if (tailBytes < 64) return;
+        blocks(tail, 0, 64);
+        tailBytes = 0;
+      }
+      const end = bytes.length - ((bytes.length - at) % 64);
+      blocks(bytes, at, end);
+      tail.set(bytes.subarray(end));
+      tailBytes = bytes.length - end;
+    },
+    // The hex digest; the hash takes no more bytes after it.
+    digest() {
+      const last = new Uint8Array(tailBytes < 56 ? 64 : 128);
+      last.set(tail.subarray(0, tailBytes));
+      last[tailBytes] = 0x80;
+      const view = new DataView(last.buffer);
+      view.setUint32(last.length - 8, Math.floor(total / 2 ** 29));
+      view.setUint32(last.length - 4, (total * 8) >>> 0);
+      blocks(last, 0, last.length);
+      return Array.from(h, (x) => (x >>> 0).toString(16).padStart(8, '0')).join('');
+    },
+  };
+}
+
+// The SHA-256 of a committed file, computed once after the download. Hashing in JS runs at about
+// 100 MB/s, slower than the download and the GPU upload, so it stays off the pass that feeds the
+// GPU: it runs in a Worker started from a Blob URL that reads the File itself, or inline where no
+// Worker can start (a ServiceWorker, a CSP without blob: workers) or the Worker fails.
+async function sha256OfBlob(blob) {
+  // Self-contained, as createSha256 is (a minifier may rename either): both are sources too.
+  const hashIn = async (read, sha256) => {
+    const sha = sha256();
+    const reader = read.stream().getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return sha.digest();
+      sha.update(value);
+    }
+  };
+  let worker;
+  try {
+    const source = `onmessage = async (e) => postMessage(await (${hashIn})(e.data, ${createSha256}));`;
+    const url = URL.createObjectURL(new Blob([source], { type: 'text/javascript' }));
+    worker = new Worker(url);
+    // The Worker has its script's URL already; revoking it now only stops later fetches.
+    URL.revokeObjectURL(url);
+  } catch {
+    return hashIn(blob, createSha256);
+  }
+  try {
+    return await new Promise((resolve, reject) => {
+      worker.onmessage = (e) => resolve(e.data);
+      worker.onerror = (e) => reject(new Error(e.message));
+      worker.postMessage(blob);
+    });
+  } catch {
+    return hashIn(blob, createSha256);
+  } finally {
+    worker.terminate();
+  }
+}
+
+// The OPFS directory of downloaded weight files, created on demand.
+async function weightsDirectory(create) {
+  return (await navigator.storage.getDirectory()).getDirectoryHandle(WEIGHTS_DIRECTORY, { create });
+}
+
+// For openWeights(handle) of a file in WEIGHTS_DIRECTORY: why it cannot be taken for a complete
+// download (no record, or a length the record does not give), or null. Files elsewhere pass.
+async function downloadRecordProblem(handle, file) {
+  let directory;
+  try {
+    directory = await weightsDirectory(false);
+  } catch {
+    return null; // no downloads in this origin
+  }
+  const path = await directory.resolve(handle);
+  if (path === null || path.length !== 1) return null;
+  let record;
+  try {
+    const records = await directory.getDirectoryHandle(RECORDS_DIRECTORY);
+    record = JSON.parse(await (await (await records.getFileHandle(`${handle.name}.json`)).getFile()).text());
+  } catch {
+    return `${handle.name} is an incomplete download (no record of its completion)`;
+  }
+  if (record.byteLength !== file.size) {
+    return `${handle.name} is ${file.size} bytes, its download record says ${record.byteLength}`;
+  }
+  return null;
+}
+
+function toCacheName(value, what) {
+  const name = toString(value, what);
+  if (name === '' || name.startsWith('.') || /[/\\\0]/.test(name) || name.length > 200) {
+    throw new TypeError(`${what}: '${name}' is not a file name (1-200 characters, no '/', '\\' or leading '.')`);
+  }
+  return name;
+}
+
+// Reads `body` once into OPFS and into Blob pieces that WeightDownload's readers are served from.
+// Built by openWeights() after its synchronous checks (see WeightDownload.start).
+class WeightDownload {
+  constructor(name, size, url, resumable, etag, onProgress) {
+    this.name = name;
+    this.size = size;
+    this.url = url;
+    this.resumable = resumable;
+    this.etag = etag;
+    this.onProgress = onProgress;
+    this.pieces = [];
+    this.starts = [];
+    this.recent = [];
+    this.available = 0;
+    this.received = 0;
+    this.waiters = [];
+    this.error = null;
+    this.file = null;
+    this.reader = null;
+  }
+
+  // Checks space, creates the OPFS file and starts reading `body`; resolves once the download
+  // runs, to { done }: a promise of the committed file's handle (`MLWeightFile.cached`), wrapped
+  // so that this promise does not adopt it.
+  async start(body) {
+    this.reader = body.getReader();
+    try {
+      const { quota, usage } = await navigator.storage.estimate();
+      if (quota - usage < this.size) {
+        throw domException('QuotaExceededError',
+          `${this.name}: caching the download needs ${this.size} bytes, the origin has ${quota - usage} left`);
+      }
+      this.directory = await weightsDirectory(true);
+      const records = await this.directory.getDirectoryHandle(RECORDS_DIRECTORY, { create: true });
+      // A record of an earlier download of this name goes first: until the new one is written,
+      // the file is incomplete.
+      await records.removeEntry(`${this.name}.json`).catch(() => {});
+      this.handle = await this.directory.getFileHandle(this.name, { create: true });
+      this.writer = (await this.handle.createWritable()).getWriter();
+      this.records = records;
+    } catch (e) {
+      this.reader.cancel().catch(() => {});
+      if (this.handle) await this.directory.removeEntry(this.name).catch(() => {});
+      throw e instanceof DOMException ? e : domException('UnknownError', `${this.name}: cannot create the cache file: ${e.message}`);
+    }
+    const done = this.run().catch(async (e) => {
+      await this.abort(e);
+      throw this.error;
+    });
+    done.catch(() => {}); // `cached` may never be looked at
+    return { done };
+  }
+
+  // Fails every read and pending wait with `error` (a DOMException), cancels the body, aborts
+  // the writable (nothing is committed) and removes the file: no entry is left.
+  async abort(error) {
+    if (this.error) return;
+    this.error = error instanceof DOMException ? error
+      : domException('NetworkError', `${this.name}: the download failed after ${this.received} of ${this.size} bytes: ${error.message}`);
+    for (const w of this.waiters) w.reject(this.error);
+    this.waiters = [];
+    this.pieces = [];
+    this.starts = [];
+    this.recent = [];
+    this.reader.cancel().catch(() => {});
+    await this.writer.abort().catch(() => {});
+    await this.directory.removeEntry(this.name).catch(() => {});
+    await this.records.removeEntry(`${this.name}.json`).catch(() => {});
+  }
+
+  async run() {
+    let chunks = [];
+    let gathered = 0;
+    let writeError = null;
+    let attempts = 0;
+    const flush = () => {
+      if (writeError) throw writeError;
+      if (gathered === 0) return;
+      const piece = new Blob(chunks);
+      // Not awaited: OPFS writes (about 300 MB/s on the test VM) would hold the download and the
+      // GPU upload to the disk's pace. The queue holds Blob pieces, kept until the commit anyway.
+      this.writer.write(piece).catch((e) => { writeError ??= e; });
+      this.pieces.push(piece);
+      this.starts.push(this.available);
+      this.recent.push({ start: this.available, chunks });
+      if (this.recent.length > RECENT_PIECES) this.recent.shift();
+      this.available += piece.size;
+      this.waiters = this.waiters.filter((w) => (this.available >= w.end ? (w.resolve(), false) : true));
+      chunks = [];
+      gathered = 0;
+    };
+    try {
+      for (;;) {
+        let result;
+        try {
+          result = await this.reader.read();
+        } catch (e) {
+          if (attempts < RESUME_ATTEMPTS && this.resumable) {
+            attempts++;
+            // The bytes gathered so far count: the resumed body starts after them.
+            this.reader = await this.resume();
+            continue;
+          }
+          throw domException('NetworkError',
+            `${this.name}: the download was interrupted after ${this.received} of ${this.size} bytes: ${e.message}`);
+        }
+        if (result.done) break;
+        const chunk = result.value;
+        if (!ArrayBuffer.isView(chunk) && !(chunk instanceof ArrayBuffer)) {
+          throw domException('DataError', `${this.name}: the stream gave a chunk that is not bytes`);
+        }
+        const bytes = chunk instanceof ArrayBuffer ? new Uint8Array(chunk) : new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+        if (this.received + bytes.length > this.size) {
+          throw domException('DataError', `${this.name}: the download is longer than its declared ${this.size} bytes`);
+        }
+        chunks.push(bytes);
+        gathered += bytes.length;
+        this.received += bytes.length;
+        if (this.onProgress) {
+          try { this.onProgress(this.received, this.size); } catch { /* a throwing callback does not stop the download */ }
+        }
+        // Also as soon as a reader waits for bytes gathered here (the header, the range a
+        // tensor needs next), so that nothing waits for a piece to fill.
+        if (gathered >= PIECE_BYTES || this.waiters.some((w) => w.end <= this.received)) flush();
+      }
+      if (this.received < this.size) {
+        throw domException('NetworkError', `${this.name}: the download ended after ${this.received} of ${this.size} bytes`);
+      }
+      flush();
+      await this.writer.close();
+    } catch (e) {
+      if (writeError?.name === 'QuotaExceededError' || e?.name === 'QuotaExceededError') {
+        throw domException('QuotaExceededError', `${this.name}: caching the download needs ${this.size} bytes, `
+          + `writing failed after ${this.available} bytes: ${(writeError ?? e).message}`);
+      }
+      if (writeError) {
+        throw domException('UnknownError', `${this.name}: writing the cache file failed after ${this.available} bytes: ${writeError.message}`);
+      }
+      throw e;
+    }
+    const file = await this.handle.getFile();
+    if (file.size !== this.size) {
+      throw domException('DataError', `${this.name}: the committed file is ${file.size} bytes, not ${this.size}`);
+    }
+    const sha256 = await sha256OfBlob(file);
+    if (this.error) throw this.error;
+    const writable = await (await this.records.getFileHandle(`${this.name}.json`, { create: true })).createWritable();
+    await writable.write(JSON.stringify({ byteLength: this.size, sha256, url: this.url }));
+    await writable.close();
+    this.file = file;
+    this.pieces = [];
+    this.starts = [];
+    this.recent = [];
+    return this.handle;
+  }
+
+  // A Range request for the rest of the body, with If-Range so that a changed file is not
+  // spliced onto the old one; anything but a 206 for exactly the rest is an interruption.
+  async resume() {
+    const headers = { Range: `bytes=${this.received}-` };
+    if (this.etag) headers['If-Range'] = this.etag;
+    const interrupted = (why) => domException('NetworkError',
+      `${this.name}: the download was interrupted after ${this.received} of ${this.size} bytes and could not resume: ${why}`);
+    let response;
+    try {
+      response = await fetch(this.url, { headers, cache: 'no-store' });
+    } catch (e) {
+      throw interrupted(e.message);
+    }
+    const range = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(response.headers.get('content-range') ?? '');
+    if (response.status !== 206 || !range || Number(range[1]) !== this.received || Number(range[2]) !== this.size - 1) {
+      response.body?.cancel().catch(() => {});
+      throw interrupted(`the server answered ${response.status} ${response.headers.get('content-range') ?? ''}`.trim());
+    }
+    return response.body.getReader();
+  }
+
+  // Resolves once bytes [0, end) have arrived.
+  arrived(end) {
+    if (this.error) return Promise.reject(this.error);
+    if (this.available >= end) return Promise.resolve();
+    return new Promise((resolve, reject) => this.waiters.push({ end, resolve, reject }));
+  }
+
+  // The arrived bytes [start, end) as a Blob: of the committed file, or of the pieces.
+  blob(start, end) {
+    if (this.error) throw this.error;
+    if (this.file) return this.file.slice(start, end);
+    let first = this.starts.length - 1;
+    while (first > 0 && this.starts[first] > start) first--;
+    let last = first;
+    while (last < this.pieces.length && this.starts[last] < end) last++;
+    const from = this.starts[first];
+    return new Blob(this.pieces.slice(first, last)).slice(start - from, end - from);
+  }
+
+  // A view of arrived bytes from `start` (to `end` at most, within one chunk) still in memory,
+  // or null.
+  recentBytes(start, end) {
+    for (const piece of this.recent) {
+      let at = piece.start;
+      for (const chunk of piece.chunks) {
+        if (start >= at && start < at + chunk.length) return chunk.subarray(start - at, Math.min(chunk.length, end - at));
+        at += chunk.length;
+      }
+    }
+    return null;
+  }
+
+  // Blob's surface, as BlobSource and BlobRangeReader use it.
+  slice(start = 0, end = this.size) {
+    const download = this;
+    end = Math.min(end, this.size);
+    return {
+      async arrayBuffer() {
+        await download.arrived(end);
+        return download.blob(start, end).arrayBuffer();
+      },
+      // The range as it arrives: each read waits for the next piece, then streams what is there.
+      stream() {
+        let at = start;
+        let reader = null;
+        return new ReadableStream({
+          async pull(controller) {
+            for (;;) {
+              if (reader) {
+                const { value, done } = await reader.read();
+                if (!done) {
+                  controller.enqueue(value);
+                  return;
+                }
+                reader = null;
+              }
+              if (at >= end) {
+                controller.close();
+                return;
+              }
+              // A megabyte at a time (or the rest): the download gathers what a waiting
+              // reader needs into a piece at once, and pieces of a few chunks would be many.
+              await download.arrived(Math.min(end, at + STREAM_STEP_BYTES));
+              const view = download.recentBytes(at, end);
+              if (view) {
+                at += view.length;
+                controller.enqueue(view);
+                return;
+              }
+              const to = Math.min(end, download.available);
+              reader = download.blob(at, to).stream().getReader();
+              at = to;
+            }
+          },
+          cancel: () => reader?.cancel(),
+        });
+      },
+    };
+  }
+}
+
+// openWeights(Response or ReadableStream): the synchronous checks (TypeErrors); returns the
+// WeightDownload (not started) and the body it reads.
+function checkDownload(source, byteLength, cacheName, onProgress) {
+  let url = null;
+  let resumable = false;
+  let etag = null;
+  if (source instanceof Response) {
+    if (source.bodyUsed || source.body === null || source.body.locked) {
+      throw new TypeError('openWeights(): the Response has no unread body');
+    }
+    if (source.status !== 200) {
+      throw new TypeError(`openWeights(): the Response's status is ${source.status}, not 200`);
+    }
+    url = source.url || null;
+    const encoded = (source.headers.get('content-encoding') ?? 'identity') !== 'identity';
+    const length = source.headers.get('content-length');
+    // A compressed body's Content-Length is not the file's.
+    if (byteLength === undefined && length !== null && !encoded && /^\d+$/.test(length)) byteLength = Number(length);
+    if (byteLength === undefined) {
+      throw new TypeError('openWeights(): the Response has no usable Content-Length: pass options.byteLength');
+    }
+    if (cacheName === undefined) {
+      const segment = url ? new URL(url).pathname.split('/').pop() : '';
+      cacheName = toCacheName(decodeURIComponent(segment), 'openWeights(): the last segment of the Response\'s URL');
+    }
+    resumable = url !== null && source.headers.get('accept-ranges') === 'bytes';
+    etag = source.headers.get('etag');
+  } else {
+    if (source.locked) throw new TypeError('openWeights(): the ReadableStream is locked');
+    if (byteLength === undefined) throw new TypeError('openWeights(): a ReadableStream needs options.byteLength');
+    if (cacheName === undefined) throw new TypeError('openWeights(): a ReadableStream needs options.cacheName');
+  }
+  const download = new WeightDownload(cacheName, byteLength, url, resumable, etag, onProgress);
+  return { download, body: source instanceof Response ? source.body : source };
 }
 
 // ---- MLGraph ----

@@ -49,13 +49,53 @@ export function serve(root, port = 0, host = '127.0.0.1') {
         res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
         return;
       }
-      res.writeHead(200, {
+      // Test behaviours, as query parameters of any file (tests/browser/weights_download.mjs):
+      // `ranges` says Accept-Ranges and answers `Range: bytes=N-` with a 206; `abort=N` closes
+      // the connection after N bytes of a whole body; `pause=N` stops for a second after N bytes.
+      const query = new URL(req.url, 'http://localhost').searchParams;
+      const range = query.has('ranges') ? /^bytes=(\d+)-$/.exec(req.headers.range ?? '') : null;
+      const start = range ? Number(range[1]) : 0;
+      if (start >= st.size && range) {
+        res.writeHead(416, { 'content-range': `bytes */${st.size}` }).end();
+        return;
+      }
+      res.writeHead(range ? 206 : 200, {
         'content-type': MIME[path.extname(file).toLowerCase()] || 'application/octet-stream',
-        'content-length': st.size,
+        'content-length': st.size - start,
         'cache-control': 'no-store',
+        ...(query.has('ranges') ? { 'accept-ranges': 'bytes' } : {}),
+        ...(range ? { 'content-range': `bytes ${start}-${st.size - 1}/${st.size}` } : {}),
       });
-      if (req.method === 'HEAD') res.end();
-      else fs.createReadStream(file).pipe(res);
+      if (req.method === 'HEAD') {
+        res.end();
+        return;
+      }
+      const stream = fs.createReadStream(file, { start });
+      const abortAt = !range && query.has('abort') ? Number(query.get('abort')) : Infinity;
+      const pauseAt = !range && query.has('pause') ? Number(query.get('pause')) : Infinity;
+      if (abortAt === Infinity && pauseAt === Infinity) {
+        stream.pipe(res);
+        return;
+      }
+      let sent = 0;
+      stream.on('data', (chunk) => {
+        const at = sent;
+        sent += chunk.length;
+        if (sent >= abortAt) {
+          stream.destroy();
+          res.write(chunk.subarray(0, abortAt - at), () => res.destroy());
+        } else if (at < pauseAt && sent >= pauseAt) {
+          stream.pause();
+          res.write(chunk.subarray(0, pauseAt - at));
+          setTimeout(() => {
+            res.write(chunk.subarray(pauseAt - at));
+            stream.resume();
+          }, 1000);
+        } else {
+          res.write(chunk);
+        }
+      });
+      stream.on('end', () => res.end());
     });
   });
   return new Promise((resolve, reject) => {

