@@ -477,7 +477,15 @@ async function fetchGraph(key, handle) {
     files.set(hash, constant);
   }
   const hashes = parsed.head.constants.map((c) => c.hash);
-  return handle.loadGraph(parsed.record, hashes, hashes.map((h) => files.get(h)));
+  try {
+    return await handle.loadGraph(parsed.record, hashes, hashes.map((h) => files.get(h)));
+  } catch (e) {
+    // A record the core finds corrupt can never load: its entry goes.
+    if (e?.name !== 'DataError') throw e;
+    await removeFile(directories.graphs, name).catch(() => {});
+    await collectConstants(directories);
+    throw domException('DataError', `loadGraph(): ${e.message}; the entry was removed: build it again`);
+  }
 }
 
 async function removeGraph(key) {
