@@ -2,8 +2,9 @@
 // reference prompt, prints the text, tokens/s and swap counts, checks the greedy tokens against
 // www/models/moe/reference.json and prompt 0's per-step logits within its tolerance, and saves
 // out/moe.png. The first load starts with an empty origin-private file system (?fresh=1): the
-// page must fetch model.safetensors once into OPFS and stream the weights from that file handle
-// through context.openWeights(); after a reload it must open the OPFS copy without fetching the
+// page must fetch model.safetensors once, streamed to the GPU and into OPFS in one pass by
+// context.openWeights(response), and save its graphs; after a reload it must load every graph
+// from the graph cache and open the OPFS copy without fetching the
 // file, and decode the same tokens. Then the file input of "Open a model…" gets an incompatible
 // file (a clear error, the model kept) and the demo model with its config.json (loaded and
 // decoding the reference tokens). In the lru-host mode (hostMemoryBudget) expert misses must come
@@ -64,10 +65,15 @@ async function checkPrompt(page, pi, n, what) {
   return r;
 }
 
-/** The weights must come through the loader, except in the standard-API baseline and on the CPU stand-in. */
-function checkWeightPath(stats, mode, what) {
+/**
+ * The weights must come through the loader (the first visit) or the graph cache (a reload: every
+ * graph loaded, none built), except in the standard-API baseline and on the CPU stand-in.
+ */
+function checkWeightPath(stats, mode, what, { reload = false } = {}) {
   const loader = mode !== "rebuild" && args.webnn === "wasm";
-  check(stats.weights.startsWith(loader ? "weight loader" : "JS arrays"), `${what}: weights through ${stats.weights}`);
+  const want = !loader ? "JS arrays" : reload ? "graph cache" : "weight loader";
+  check(stats.weights.startsWith(want), `${what}: weights through ${stats.weights} ` +
+    `(${stats.cacheLoads} graphs loaded from the graph cache, ${stats.cacheSaves} saved)`);
 }
 
 async function runConfiguration(browser, url, mode, budget, screenshot) {
@@ -129,6 +135,7 @@ async function runConfiguration(browser, url, mode, budget, screenshot) {
 /** A reload opens the OPFS copy (no fetch); then the picker's file input, bad file and good. */
 async function reloadAndPick(page, url, query, mode, budget) {
   const what = `${mode} ${budget} reload`;
+  const first = await page.evaluate(() => window.moe.readySeconds());
   query.delete("fresh");
   modelFetches.set(page, 0);
   await page.goto(`${url}/www/moe/index.html?${query}`);
@@ -136,7 +143,8 @@ async function reloadAndPick(page, url, query, mode, budget) {
   const source = await page.evaluate(() => window.moe.source());
   check(source.origin === "opfs" && source.kind === "FileSystemFileHandle" && modelFetches.get(page) === 0,
     `${what}: the OPFS copy, no download (${source.origin}, ${source.kind}, ${modelFetches.get(page)} fetches)`);
-  checkWeightPath(await page.evaluate(() => window.moe.stats()), mode, what);
+  checkWeightPath(await page.evaluate(() => window.moe.stats()), mode, what, { reload: true });
+  console.log(`     ready in ${first.toFixed(2)} s on the first visit, ${(await page.evaluate(() => window.moe.readySeconds())).toFixed(2)} s after the reload`);
   await checkPrompt(page, 1, 16, what);
 
   // An incompatible file: a valid safetensors file holding another model's tensor.

@@ -1,10 +1,12 @@
 // The MoE demo page: gets the model file, builds it on WebNN in the chosen memory mode, streams
 // greedy text and shows each expert's residency, hits, the memory bar and the swap counters.
-// The weights reach the GPU through the weight loader (context.openWeights) from a
-// FileSystemFileHandle: the first visit fetches model.safetensors once into the origin-private
-// file system (OPFS), later visits open the OPFS copy without the network. "Open a model…" loads
-// any compatible model from the user's disk (the .safetensors and its config.json).
-// ?fresh=1 deletes the OPFS copy first. window.moe is what tests/browser/moe.mjs drives.
+// The first visit streams model.safetensors from the server through the weight loader
+// (context.openWeights(response)) to the GPU and, in the same pass, into the origin-private file
+// system (OPFS), and saves every graph to the graph cache (context.saveGraph). Later visits load
+// the graphs from the cache (context.loadGraph: no build, no download) and, for a graph the cache
+// lacks, open the OPFS copy. "Open a model…" loads any compatible model from the user's disk (the
+// .safetensors and its config.json). ?fresh=1 deletes the OPFS copy and the saved graphs first.
+// window.moe is what tests/browser/moe.mjs drives.
 import { argmax, decodeBytes, parseSafetensors, checkTensors } from "./model.js";
 import { WebnnMoe } from "./moe_graphs.js";
 
@@ -26,37 +28,48 @@ async function loadWebnn() {
 }
 
 const state = { model: null, running: false, stop: false, loading: null, source: null };
-const OPFS_NAME = "moe-demo-model.safetensors";
+// The name openWeights(response) gives the download's OPFS copy: its URL's last segment.
+const OPFS_NAME = "model.safetensors";
+// Where openWeights(response) keeps a download (docs/EXTENSIONS.md, "Downloads").
+const DOWNLOADS = "webnn-wgpu-weights";
+// The demo's graphs in the graph cache: `${CACHE_KEY}/attention.0`, …
+const CACHE_KEY = "moe-demo";
+
+/** The model as a fetch() Response (the download the loader streams), counted for the status. */
+async function download() {
+  const response = await fetch(modelUrl("model.safetensors"));
+  if (!response.ok) throw new Error(`model.safetensors: HTTP ${response.status}`);
+  return response;
+}
 
 /**
- * The demo model as an OPFS FileSystemFileHandle: fetched into OPFS on the first visit (the
- * writable stream commits on close(), so an interrupted download leaves no partial file).
- * Resolves to { handle, origin: "opfs" | "fetched", bytes }.
+ * The demo model: its OPFS copy from an earlier visit ({ source: handle, origin: "opfs" }), or
+ * on the first visit a download ({ source: download, origin: "fetched" }) that the weight loader
+ * streams to the GPU and into OPFS (as OPFS_NAME) in one pass.
  */
-async function opfsModel() {
+async function demoModel() {
   const root = await navigator.storage.getDirectory();
-  if (params.get("fresh") === "1") await root.removeEntry(OPFS_NAME).catch(() => {});
+  if (params.get("fresh") === "1") {
+    const dir = await root.getDirectoryHandle(DOWNLOADS, { create: true });
+    await dir.removeEntry(OPFS_NAME).catch(() => {});
+    const context = await state.webnn.ml.createContext();
+    for (const key of await context.listGraphs?.() ?? []) if (key.startsWith(`${CACHE_KEY}/`)) context.deleteGraph(key);
+    await context.listGraphs?.(); // waits for the deletions
+    context.destroy?.();
+  }
   try {
-    const handle = await root.getFileHandle(OPFS_NAME);
+    const handle = await (await root.getDirectoryHandle(DOWNLOADS)).getFileHandle(OPFS_NAME);
     const file = await handle.getFile();
-    if (file.size > 0) return { handle, origin: "opfs", bytes: file.size };
+    if (file.size > 0) return { source: handle, origin: "opfs", bytes: file.size };
   } catch (e) {
     if (e.name !== "NotFoundError") throw e;
   }
-  const response = await fetch(modelUrl("model.safetensors"));
-  if (!response.ok) throw new Error(`model.safetensors: HTTP ${response.status}`);
-  const handle = await root.getFileHandle(OPFS_NAME, { create: true });
-  const writable = await handle.createWritable();
-  let loaded = 0;
-  const counter = new TransformStream({
-    transform(chunk, controller) {
-      loaded += chunk.byteLength;
-      setStatus(`downloading model.safetensors into the origin-private file system: ${MB(loaded)}`);
-      controller.enqueue(chunk);
-    },
+  const source = () => download().then((response) => {
+    const total = Number(response.headers.get("Content-Length"));
+    state.source.bytes = total;
+    return response;
   });
-  await response.body.pipeThrough(counter).pipeTo(writable); // closes (commits) the file
-  return { handle, origin: "fetched", bytes: loaded };
+  return { source, origin: "fetched", bytes: undefined };
 }
 
 /** The config's dimensions must be positive integers that fit the graphs. */
@@ -209,11 +222,19 @@ async function loadModel() {
   setStatus(`building the ${mode} model…`);
   const model = await WebnnMoe.create({
     ...state.webnn, config: state.config, source: state.source.source, mode, budgetFraction,
+    cacheKey: state.source.origin === "picked" ? undefined : CACHE_KEY,
     onProgress: (done, total) => setStatus(`building the ${mode} model: ${done} of ${total} graphs`),
   });
   state.model = model;
+  // Later contexts, and a reload, open the download's OPFS copy.
+  if (typeof state.source.source === "function" && typeof model.source !== "function") {
+    state.source.source = await model.source;
+  }
+  const stats = model.stats();
+  state.readySeconds = (performance.now() - t0) / 1000;
+  const how = stats.cacheLoads && !stats.cacheSaves ? "loaded from the graph cache" : "built";
   setStatus(`ready: ${state.webnn.name}, mode ${mode}, expert budget ${Math.round(budgetFraction * 1000) / 10}%; ` +
-    `weights through ${model.stats().weights}; built in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    `weights through ${stats.weights}; ${how} in ${state.readySeconds.toFixed(2)} s`);
   $("generate").disabled = false;
   draw();
   return model;
@@ -289,24 +310,22 @@ async function main() {
   checkConfig(config, "config.json");
   state.config = state.demoConfig = config;
   state.webnn = await loadWebnn();
-  let opfs;
+  let model;
   try {
-    opfs = await opfsModel();
+    model = await demoModel();
   } catch (e) {
     // No OPFS (an opaque origin, some private modes): the fetched Blob goes to the loader instead.
     console.warn(`OPFS unavailable (${e.name}: ${e.message}); loading the fetched file`);
-    const blob = await fetch(modelUrl("model.safetensors")).then((r) => {
-      if (!r.ok) throw new Error(`model.safetensors: HTTP ${r.status}`);
-      return r.blob();
-    });
-    opfs = { handle: blob, origin: "fetched-no-opfs", bytes: blob.size };
+    const blob = await download().then((r) => r.blob());
+    model = { source: blob, origin: "fetched-no-opfs", bytes: blob.size };
   }
-  state.source = { source: opfs.handle, origin: opfs.origin, name: OPFS_NAME, bytes: opfs.bytes };
-  $("modelName").textContent = `the demo model, ${MB(opfs.bytes)}: ` + {
-    fetched: "fetched once into the origin-private file system (OPFS)",
+  state.source = { source: model.source, origin: model.origin, name: OPFS_NAME, bytes: model.bytes };
+  const describe = () => `the demo model${state.source.bytes ? `, ${MB(state.source.bytes)}` : ""}: ` + {
+    fetched: "streamed from the server to the GPU and into the origin-private file system (OPFS) in one pass",
     opfs: "the OPFS copy (no download)",
     "fetched-no-opfs": "fetched (this page has no origin-private file system; nothing is kept)",
-  }[opfs.origin];
+  }[model.origin];
+  $("modelName").textContent = describe();
   $("pick").onclick = () => pickModel().catch((e) => setStatus(`error: ${e.name}: ${e.message}`, true));
   $("pickInput").onchange = () => { window.moe.picked = openPicked([...$("pickInput").files]); };
   for (const p of reference.prompts) $("examples").add(new Option(p.text, p.text));
@@ -332,8 +351,10 @@ async function main() {
   window.moe = {
     generate, reference, config, openPicked, stats: () => state.model.stats(), ready: reload(),
     source: () => ({ origin: state.source.origin, name: state.source.name, kind: state.source.source?.constructor?.name }),
+    readySeconds: () => state.readySeconds,
   };
   await window.moe.ready;
+  $("modelName").textContent = describe();
   document.body.dataset.state = "ready";
 }
 

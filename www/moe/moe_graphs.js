@@ -99,8 +99,11 @@ function listing(weightFile) {
 export class WebnnMoe {
   /**
    * options: { ml, MLGraphBuilder, config, mode, budgetFraction (0..1), onProgress(done, total),
-   * and the weights: source (a FileSystemFileHandle, File or Blob of model.safetensors) and/or
-   * file (its parseSafetensors result; read from source when needed and absent) }.
+   * the weights: source (a FileSystemFileHandle, File or Blob of model.safetensors, a promise of
+   * one, or a function resolving to a fetch() Response: a download that openWeights streams to
+   * the GPU and into OPFS in one pass) and/or file (its parseSafetensors result; read from source
+   * when needed and absent), and cacheKey: where set, every graph is loaded from the context's
+   * graph cache under `${cacheKey}/<graph>` when it is there, else built and saved there }.
    */
   static async create(options) {
     const m = new WebnnMoe(options);
@@ -109,12 +112,14 @@ export class WebnnMoe {
   }
 
   constructor({ ml = globalThis.navigator?.ml, MLGraphBuilder = globalThis.MLGraphBuilder, config, source, file,
-    mode = "resident", budgetFraction = 1, onProgress }) {
+    mode = "resident", budgetFraction = 1, onProgress, cacheKey }) {
     if (!ml) throw new TypeError("WebNN is not available (navigator.ml is undefined)");
     if (!MODES.includes(mode)) throw new TypeError(`mode must be one of ${MODES.join(", ")}`);
     if (!source && !file) throw new TypeError("no weights: pass source (a file handle, File or Blob) or file");
     if (file) checkTensors(file, config);
-    Object.assign(this, { ml, MLGraphBuilder, source, file, mode, budgetFraction, onProgress });
+    Object.assign(this, { ml, MLGraphBuilder, source, file, mode, budgetFraction, onProgress, cacheKey });
+    this.cacheLoads = 0; // graphs loaded from the graph cache
+    this.cacheSaves = 0;
     this.c = config;
     this.pos = 0;
     this.builds = 0; // expert graph builds (rebuild mode)
@@ -143,16 +148,34 @@ export class WebnnMoe {
   /** The weights as JS arrays (rebuild, or WebNN without the extensions): read once. */
   async jsFile() {
     if (!this.file) {
-      const blob = typeof this.source.getFile === "function" ? await this.source.getFile() : this.source;
+      const source = typeof this.source === "function" ? await (await this.source()).blob() : await this.source;
+      const blob = typeof source.getFile === "function" ? await source.getFile() : source;
       this.file = parseSafetensors(await blob.arrayBuffer(), blob.name ?? "model.safetensors");
       checkTensors(this.file, this.c);
     }
     return this.file;
   }
 
+  /**
+   * The context's MLWeightFile, opened at the first weight a build needs (graphs loaded from the
+   * cache need none). A download is opened once; later contexts open its OPFS copy.
+   */
+  async openedWeights() {
+    if (!this.weightFile) {
+      if (typeof this.source === "function") {
+        this.weightFile = await this.context.openWeights(await this.source(), { floatType: "float32" });
+        this.source = this.weightFile.cached;
+      } else {
+        this.weightFile = await this.context.openWeights(await this.source, { floatType: "float32" });
+      }
+      checkTensors(listing(this.weightFile), this.c);
+    }
+    return this.weightFile;
+  }
+
   /** The named weight as a constant operand of `builder`: streamed from the file, or JS bytes. */
   async weight(builder, name) {
-    if (this.weightFile) return builder.constant(await this.weightFile.constantTensor(name));
+    if (this.streamed) return builder.constant(await (await this.openedWeights()).constantTensor(name));
     const t = this.file.tensors.get(name);
     return builder.constant(desc(t.shape), tensorFloat32(this.file, name));
   }
@@ -171,12 +194,37 @@ export class WebnnMoe {
     if (hostBudget !== undefined) options.hostMemoryBudget = hostBudget;
     this.context = await this.ml.createContext(options);
     this.weightFile = null;
-    if (this.streamed) {
-      this.weightFile = await this.context.openWeights(this.source, { floatType: "float32" });
-      checkTensors(listing(this.weightFile), this.c);
-    } else {
-      await this.jsFile();
+    if (!this.streamed) await this.jsFile();
+  }
+
+  /** Whether graphs go through the graph cache: a key, the context's cache, and not rebuild. */
+  get cached() {
+    return Boolean(this.cacheKey) && this.mode !== "rebuild" && typeof this.context?.loadGraph === "function";
+  }
+
+  /**
+   * The graph `name`: loaded from the graph cache, or built by `build()` and saved to the cache
+   * for the next visit. A loaded graph starts in the "disk" tier; it is made resident (as a build
+   * leaves it) when `resident`, else its first dispatch streams it in, as an evicted one's does.
+   */
+  async graph(name, build, { resident = true } = {}) {
+    if (this.cached) {
+      try {
+        const graph = await this.context.loadGraph(`${this.cacheKey}/${name}`);
+        if (resident) await graph.swapIn();
+        this.cacheLoads++;
+        return graph;
+      } catch (e) {
+        // Not saved yet, or saved by another version or adapter: built and saved again.
+        if (e.name !== "NotFoundError" && e.name !== "DataError") throw e;
+      }
     }
+    const graph = await build();
+    if (this.cached) {
+      await this.context.saveGraph(`${this.cacheKey}/${name}`, graph);
+      this.cacheSaves++;
+    }
+    return graph;
   }
 
   async init() {
@@ -220,7 +268,9 @@ export class WebnnMoe {
           }
         } else {
           const before = this.extensions ? this.context.memoryInfo().deviceBytes : 0;
-          slot.graph = await this.buildExpert(l, e);
+          // Under a budget most experts live off the GPU: a loaded one stays in the "disk" tier.
+          const resident = this.mode === "resident" || this.expertGraphBytes === undefined;
+          slot.graph = await this.buildExpert(l, e, undefined, { resident });
           if (this.extensions) this.expertGraphBytes ??= this.context.memoryInfo().deviceBytes - before;
         }
         if (this.extensions) this.budgetBytes ??= budgetOf();
@@ -268,46 +318,50 @@ export class WebnnMoe {
     // than two graphs: a dispatch costs about 50 µs of wgpu CPU time on the H200).
     this.attention = [];
     for (let l = 0; l < c.n_layers; l++) {
-      const p = `layers.${l}.`;
-      const g = this.graphs();
-      const b = g.b;
-      // The first layer's graph starts from the token's embedding row, gathered on the GPU (a
-      // dispatch fewer a token than a graph of its own).
-      const x = l === 0
-        ? b.gather(await this.weight(b, "embed.weight"), b.input("token", { dataType: "int32", shape: [1] }), { axis: 0 })
-        : b.input("x", desc([1, d]));
-      const cos = b.input("cos", desc([1, hd]));
-      const sin = b.input("sin", desc([1, hd]));
-      const mask = b.input("mask", desc([1, S]));
-      const onehot = b.input("onehot", desc([1, S]));
-      const keep = b.input("keep", desc([1, S]));
-      const kIn = b.input("keys", desc([kvWidth, S]));
-      const vIn = b.input("values", desc([Hkv, S, hd]));
-      const h = await g.rmsnorm(x, p + "attn_norm.weight", c.norm_eps);
-      const q = g.rope(b.reshape(await g.linear(h, p + "attn.wq.weight"), [H, hd]), cos, sin);
-      const k = b.reshape(g.rope(b.reshape(await g.linear(h, p + "attn.wk.weight"), [Hkv, hd]), cos, sin), [kvWidth, 1]);
-      const v = b.reshape(await g.linear(h, p + "attn.wv.weight"), [Hkv, 1, hd]);
-      // The cache entry at this position takes the new k / v; every other entry is kept (exact: 0/1).
-      const keys = b.add(b.mul(kIn, keep), b.mul(k, onehot));
-      const values = b.add(b.mul(vIn, b.reshape(keep, [1, S, 1])), b.mul(v, b.reshape(onehot, [1, S, 1])));
-      // GQA: query head i = kv head i / rep, so [H, hd] -> [Hkv, rep, hd] against [Hkv, hd, S].
-      const q3 = b.reshape(q, [Hkv, rep, hd]);
-      const k3 = b.reshape(keys, [Hkv, hd, S]);
-      const v3 = values;
-      const scores = b.add(b.mul(b.matmul(q3, k3), g.scalar(1 / Math.sqrt(hd))), mask);
-      const heads = b.reshape(b.matmul(b.softmax(scores, 2), v3), [1, H * hd]);
-      const xOut = b.add(x, await g.linear(heads, p + "attn.wo.weight"));
-      const hr = await g.rmsnorm(xOut, p + "moe_norm.weight", c.norm_eps);
-      const logits = await g.linear(hr, p + "moe.router.weight");
-      this.attention.push(await b.build({ x: xOut, keys, values, h: hr, logits }));
+      this.attention.push(await this.graph(`attention.${l}`, async () => {
+        const p = `layers.${l}.`;
+        const g = this.graphs();
+        const b = g.b;
+        // The first layer's graph starts from the token's embedding row, gathered on the GPU (a
+        // dispatch fewer a token than a graph of its own).
+        const x = l === 0
+          ? b.gather(await this.weight(b, "embed.weight"), b.input("token", { dataType: "int32", shape: [1] }), { axis: 0 })
+          : b.input("x", desc([1, d]));
+        const cos = b.input("cos", desc([1, hd]));
+        const sin = b.input("sin", desc([1, hd]));
+        const mask = b.input("mask", desc([1, S]));
+        const onehot = b.input("onehot", desc([1, S]));
+        const keep = b.input("keep", desc([1, S]));
+        const kIn = b.input("keys", desc([kvWidth, S]));
+        const vIn = b.input("values", desc([Hkv, S, hd]));
+        const h = await g.rmsnorm(x, p + "attn_norm.weight", c.norm_eps);
+        const q = g.rope(b.reshape(await g.linear(h, p + "attn.wq.weight"), [H, hd]), cos, sin);
+        const k = b.reshape(g.rope(b.reshape(await g.linear(h, p + "attn.wk.weight"), [Hkv, hd]), cos, sin), [kvWidth, 1]);
+        const v = b.reshape(await g.linear(h, p + "attn.wv.weight"), [Hkv, 1, hd]);
+        // The cache entry at this position takes the new k / v; every other entry is kept (exact: 0/1).
+        const keys = b.add(b.mul(kIn, keep), b.mul(k, onehot));
+        const values = b.add(b.mul(vIn, b.reshape(keep, [1, S, 1])), b.mul(v, b.reshape(onehot, [1, S, 1])));
+        // GQA: query head i = kv head i / rep, so [H, hd] -> [Hkv, rep, hd] against [Hkv, hd, S].
+        const q3 = b.reshape(q, [Hkv, rep, hd]);
+        const k3 = b.reshape(keys, [Hkv, hd, S]);
+        const v3 = values;
+        const scores = b.add(b.mul(b.matmul(q3, k3), g.scalar(1 / Math.sqrt(hd))), mask);
+        const heads = b.reshape(b.matmul(b.softmax(scores, 2), v3), [1, H * hd]);
+        const xOut = b.add(x, await g.linear(heads, p + "attn.wo.weight"));
+        const hr = await g.rmsnorm(xOut, p + "moe_norm.weight", c.norm_eps);
+        const logits = await g.linear(hr, p + "moe.router.weight");
+        return b.build({ x: xOut, keys, values, h: hr, logits });
+      }));
       progress();
     }
 
-    const g = this.graphs();
-    const b = g.b;
-    const x = b.input("x", desc([1, d]));
-    const normed = await g.rmsnorm(x, "norm.weight", c.norm_eps);
-    this.final = await b.build({ logits: await g.linear(normed, "lm_head.weight") });
+    this.final = await this.graph("final", async () => {
+      const g = this.graphs();
+      const b = g.b;
+      const x = b.input("x", desc([1, d]));
+      const normed = await g.rmsnorm(x, "norm.weight", c.norm_eps);
+      return b.build({ logits: await g.linear(normed, "lm_head.weight") });
+    });
     // Every token runs these: under a memoryBudget the runtime evicts experts before them.
     for (const graph of [...this.attention, this.final]) {
       if ("evictionPriority" in graph) graph.evictionPriority = "high";
@@ -320,7 +374,12 @@ export class WebnnMoe {
    * are its three weights, so a streamed expert can go to the "disk" tier. `jsWeights` (a Map of
    * name -> Float32Array) is the rebuild baseline's copy.
    */
-  async buildExpert(l, e, jsWeights) {
+  async buildExpert(l, e, jsWeights, { resident = true } = {}) {
+    if (!jsWeights) return this.graph(`expert.${l}.${e}`, () => this.buildExpertGraph(l, e), { resident });
+    return this.buildExpertGraph(l, e, jsWeights);
+  }
+
+  async buildExpertGraph(l, e, jsWeights) {
     const c = this.c;
     const weight = jsWeights
       ? (b, name) => b.constant(desc(this.file.tensors.get(name).shape), jsWeights.get(name))
@@ -354,7 +413,7 @@ export class WebnnMoe {
       .sort((a, b) => a.lastUsed - b.lastUsed);
     for (const s of candidates) {
       if (this.context.memoryInfo().deviceBytes <= this.budgetBytes) break;
-      await s.graph.swapOut(this.weightFile ? { to: "disk" } : undefined);
+      await s.graph.swapOut(this.streamed ? { to: "disk" } : undefined);
       this.explicitSwapOuts++;
     }
   }
@@ -450,7 +509,10 @@ export class WebnnMoe {
       bytesUploaded: info?.bytesUploaded ?? 0,
       bytesStreamedFromDisk: info?.bytesStreamedFromDisk ?? 0,
       bytesStreamedAfterLoad: (info?.bytesStreamedFromDisk ?? 0) - (this.loadedBytesStreamed ?? 0),
-      weights: this.weightFile ? "weight loader (constantTensor)" : "JS arrays (builder.constant)",
+      weights: !this.streamed ? "JS arrays (builder.constant)"
+        : this.cacheSaves === 0 && this.cacheLoads > 0 ? "graph cache (loadGraph)" : "weight loader (constantTensor)",
+      cacheLoads: this.cacheLoads,
+      cacheSaves: this.cacheSaves,
       builds: this.builds,
       expertUses: this.expertUses,
       expertMisses: this.expertMisses,
