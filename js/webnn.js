@@ -311,20 +311,29 @@ let cacheQueue = Promise.resolve();
 function cacheOperation(work) {
   const run = () => (globalThis.navigator?.locks ? navigator.locks.request(CACHE_DIRECTORY, () => work()) : work());
   const result = cacheQueue.then(run, run);
-  cacheQueue = result.catch(() => {});
+  cacheQueue = result.catch(() => {
+    cacheDirectoryHandles = null;
+  });
   return result;
 }
+
+// The cache's directories, opened once per realm (each OPFS call is a round trip to the browser
+// process); forgotten when an operation fails, in case another page removed them.
+let cacheDirectoryHandles = null;
 
 async function cacheDirectories(what) {
   if (typeof globalThis.navigator?.storage?.getDirectory !== 'function') {
     throw domException('NotSupportedError', `${what}: the graph cache needs origin-private storage (navigator.storage.getDirectory)`);
   }
-  const root = await navigator.storage.getDirectory();
-  const cache = await root.getDirectoryHandle(CACHE_DIRECTORY, { create: true });
-  return {
-    graphs: await cache.getDirectoryHandle('graphs', { create: true }),
-    constants: await cache.getDirectoryHandle('constants', { create: true }),
-  };
+  cacheDirectoryHandles ??= (async () => {
+    const root = await navigator.storage.getDirectory();
+    const cache = await root.getDirectoryHandle(CACHE_DIRECTORY, { create: true });
+    return {
+      graphs: await cache.getDirectoryHandle('graphs', { create: true }),
+      constants: await cache.getDirectoryHandle('constants', { create: true }),
+    };
+  })();
+  return cacheDirectoryHandles;
 }
 
 async function sha256Hex(bytes) {
@@ -465,16 +474,15 @@ async function fetchGraph(key, handle) {
     await removeFile(directories.graphs, name).catch(() => {});
     throw domException('DataError', `loadGraph(): the graph saved under '${key}' is corrupt; it was removed: build it again`);
   }
-  const files = new Map();
-  for (const { hash, byteLength } of parsed.head.constants) {
-    if (files.has(hash)) continue;
-    const constant = await existingFile(directories.constants, `${hash}.bin`);
-    if (constant?.size !== byteLength) {
+  const sizes = new Map(parsed.head.constants.map((c) => [c.hash, c.byteLength]));
+  const found = await Promise.all([...sizes.keys()].map((hash) => existingFile(directories.constants, `${hash}.bin`)));
+  const files = new Map([...sizes.keys()].map((hash, i) => [hash, found[i]]));
+  for (const [hash, byteLength] of sizes) {
+    if (files.get(hash)?.size !== byteLength) {
       await removeFile(directories.graphs, name).catch(() => {});
       await collectConstants(directories);
       throw domException('NotFoundError', `loadGraph(): a constant of the graph saved under '${key}' (${hash}) is missing or truncated; the entry was removed: build it again`);
     }
-    files.set(hash, constant);
   }
   const hashes = parsed.head.constants.map((c) => c.hash);
   try {

@@ -85,10 +85,12 @@ impl ContextHandle {
                     OnBackend::WebGpu(Graph::load(&context, &record, sources).await.map_err(to_js)?)
                 }
                 OnBackend::Cpu(context) => {
+                    // Every read is started before the first is awaited: they run together.
+                    let reads: Vec<JsFuture> = files.iter().map(|file| JsFuture::from(file.array_buffer())).collect();
                     let mut constants = Vec::with_capacity(files.len());
-                    for (key, file) in keys.iter().zip(files) {
+                    for (key, read) in keys.iter().zip(reads) {
                         let unreadable = |_| to_js(Error::Data(format!("the saved constant {key} cannot be read")));
-                        let bytes = JsFuture::from(file.array_buffer()).await.map_err(unreadable)?;
+                        let bytes = read.await.map_err(unreadable)?;
                         constants.push(HostBytes::from_js(Uint8Array::new(&bytes), BuilderContext::host_byte_counter(&context)));
                     }
                     OnBackend::Cpu(CpuGraph::load(&context, &record, constants).map_err(to_js)?)

@@ -540,7 +540,13 @@ impl Product<'_> {
         }
         src += &self.helpers();
         let (m, n) = (self.m, self.n);
-        let body = if out_vec {
+        let body = if out_vec && self.epilogue.is_some() {
+            // The epilogue once, in a loop over the lanes (see `registers`).
+            format!(
+                "if (row < {m}u && col < {n}u) {{ var v: vec4<f32>; for (var e = 0u; e < 4u; e++) {{ v[e] = finish(c[e], row, col + e); }} \
+                 out4[(o + row * {n}u + col) >> 2u] = v; }}"
+            )
+        } else if out_vec {
             format!(
                 "if (row < {m}u && col < {n}u) {{ out4[(o + row * {n}u + col) >> 2u] = vec4<f32>(finish(c.x, row, col), \
                  finish(c.y, row, col + 1u), finish(c.z, row, col + 2u), finish(c.w, row, col + 3u)); }}"
