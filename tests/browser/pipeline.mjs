@@ -2,7 +2,9 @@
 // examples/pipeline/stages.rs, run all resident and under a memoryBudget holding one stage.
 // Checks the peaks the page measured (with swapping below all-resident and within the budget,
 // both equal to the byte counts the stage sizes predict), that swaps happened, that the decoded
-// pixels are bit-identical, and saves a screenshot to out/pipeline.png.
+// pixels are bit-identical, that the stages go through the graph cache (built and saved by the
+// first run, loaded by the second and after a reload, same pixels), and saves a screenshot to
+// out/pipeline.png.
 import path from 'node:path';
 import { start, openPage, writeOut, ROOT } from './browser.mjs';
 
@@ -33,6 +35,16 @@ try {
     check(s.identical, 'decoded pixels bit-identical with and without swapping');
     check(await page.$$eval('#plot polyline', (p) => p.length) === 2, 'the plot has both runs');
     writeOut('pipeline.json', s);
+    // The graph cache: the first run builds and saves the stages, the second loads them; so does
+    // every run after a reload, with the same pixels.
+    check(s.resident.how.built.length === 3 && s.swapped.how.loaded.length === 3,
+      `first run built ${s.resident.how.built.length} stages in ${s.resident.readyMs.toFixed(0)} ms; ` +
+      `the second loaded ${s.swapped.how.loaded.length} from the graph cache in ${s.swapped.readyMs.toFixed(0)} ms`);
+    await page.reload();
+    await page.waitForFunction(() => document.body.dataset.state !== 'running', null, { timeout: 240000 });
+    const again = await page.evaluate(() => JSON.parse(document.body.dataset.summary ?? 'null'));
+    check(again?.resident.how.loaded.length === 3 && again.swapped.how.loaded.length === 3 && again.pixelHash === s.pixelHash && again.identical,
+      `after a reload every stage comes from the graph cache (${again?.resident.readyMs.toFixed(0)} ms), pixels bit-identical to the first visit's`);
   }
   const png = writeOut('pipeline.png', '');
   await page.screenshot({ path: png, fullPage: true });

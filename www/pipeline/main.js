@@ -3,7 +3,9 @@
 // everything resident, and in a context whose memoryBudget holds the largest stage (plus the
 // pipeline's own tensors) but not all three, where the runtime swaps the least recently used
 // stage out to host memory. Device bytes (memoryInfo()) are sampled after every build and
-// dispatch and plotted; the decoded pixels of both runs must be bit-identical.
+// dispatch and plotted; the decoded pixels of both runs must be bit-identical. Each stage is
+// saved to the graph cache (context.saveGraph) once built: later runs and visits load it
+// (context.loadGraph) instead of building it; ?cache=0 builds every time.
 import { install, init } from '../../pkg/index.js';
 
 export const TOKENS = 77;
@@ -12,6 +14,7 @@ export const WIDTH = 256;
 export const LATENTS = 64;
 export const PATCH = 48; // a 4x4 RGB patch per latent
 const STEPS = Number(new URLSearchParams(location.search).get('steps') ?? 4);
+const CACHE = new URLSearchParams(location.search).get('cache') !== '0';
 const MIB = 1 << 20;
 const $ = (id) => document.getElementById(id);
 const f32 = (shape) => ({ dataType: 'float32', shape });
@@ -72,15 +75,40 @@ const STAGES = {
   },
 };
 
-// The three stages built one after the other; `after(label)` runs after each build.
+// The seed each stage's weights start from: the stages draw 7, 12 and 4 weights in this order,
+// so that a stage built after others were loaded from the cache gets the same weights.
+const SEEDS = { encoder: 0, denoiser: 7, decoder: 19 };
+
+// The stage `name`: from the graph cache, made resident as a build leaves it, or built and saved.
+async function stage(context, name, build, how) {
+  const key = `pipeline-demo/${name}`;
+  if (CACHE && typeof context.loadGraph === 'function') {
+    try {
+      const graph = await context.loadGraph(key);
+      await graph.swapIn();
+      how.loaded.push(name);
+      return graph;
+    } catch (e) {
+      if (e.name !== 'NotFoundError' && e.name !== 'DataError') throw e;
+    }
+  }
+  const graph = await build(new Stage(context, { value: SEEDS[name] }));
+  if (CACHE && typeof context.saveGraph === 'function') await context.saveGraph(key, graph);
+  how.built.push(name);
+  return graph;
+}
+
+// The three stages made one after the other; `after(label)` runs after each. Resolves to the
+// graphs, how each was made and the time it took.
 async function buildPipeline(context, after) {
-  const seed = { value: 0 };
   const graphs = {};
+  const how = { loaded: [], built: [] };
+  const t0 = performance.now();
   for (const [name, build] of Object.entries(STAGES)) {
-    graphs[name] = await build(new Stage(context, seed));
+    graphs[name] = await stage(context, name, build, how);
     after(`build ${name}`);
   }
-  return graphs;
+  return { graphs, how, readyMs: performance.now() - t0 };
 }
 
 // Device bytes of the tensors a run creates (inputs, outputs and the latents ping-pong).
@@ -91,7 +119,7 @@ async function run(context) {
   const trace = [];
   const sample = (label) => trace.push({ label, deviceBytes: context.memoryInfo().deviceBytes });
   sample('start');
-  const p = await buildPipeline(context, sample);
+  const { graphs: p, how, readyMs } = await buildPipeline(context, sample);
   const tensor = (descriptor, readable = false) => context.createTensor({ ...descriptor, readable, writable: true });
   const ids = await tensor({ dataType: 'int32', shape: [TOKENS] });
   context.writeTensor(ids, Int32Array.from({ length: TOKENS }, (_, i) => (i * 37 + 11) % VOCAB));
@@ -117,7 +145,7 @@ async function run(context) {
   const info = context.memoryInfo();
   for (const t of [ids, text, src, dst, pixels]) t.destroy();
   for (const g of Object.values(p)) g.destroy();
-  return { trace, pixels: result, ms, stages, info, peak: Math.max(...trace.map((t) => t.deviceBytes)) };
+  return { trace, pixels: result, ms, stages, info, how, readyMs, peak: Math.max(...trace.map((t) => t.deviceBytes)) };
 }
 
 // Each stage's device bytes (constants plus intermediates): what a context holds after building
@@ -126,7 +154,7 @@ async function stageSizes() {
   const sizes = {};
   for (const [name, build] of Object.entries(STAGES)) {
     const context = await navigator.ml.createContext();
-    await build(new Stage(context, { value: 0 }));
+    await build(new Stage(context, { value: SEEDS[name] }));
     sizes[name] = context.memoryInfo().deviceBytes;
     context.destroy();
   }
@@ -190,13 +218,19 @@ async function main() {
     [`budget ${mib(budget)} (LRU)`, swapped, mib(budget)],
   ].map(([name, r]) => `<tr><th><span style="color:${r.color}">■</span> ${name}</th><td>${mib(r.peak)}</td><td>${r.info.swapIns}</td><td>${r.info.swapOuts}</td><td>${(r.info.bytesUploaded / MIB).toFixed(2)} MiB</td><td>${r.ms.toFixed(0)} ms</td></tr>`).join('');
   $('identical').textContent = identical ? 'bit-identical' : 'DIFFERENT';
+  // FNV-1a of the pixels' bytes: a reload's run must give the same.
+  let pixelHash = 0x811c9dc5;
+  for (const byte of new Uint8Array(resident.pixels.buffer)) pixelHash = Math.imul(pixelHash ^ byte, 0x01000193) >>> 0;
   const summary = {
-    steps: STEPS, sizes, budget, tensorBytes: TENSOR_BYTES, identical,
-    resident: { peak: resident.peak, trace: resident.trace, info: resident.info, ms: resident.ms },
-    swapped: { peak: swapped.peak, trace: swapped.trace, info: swapped.info, ms: swapped.ms },
+    steps: STEPS, sizes, budget, tensorBytes: TENSOR_BYTES, identical, pixelHash,
+    resident: { peak: resident.peak, trace: resident.trace, info: resident.info, ms: resident.ms, how: resident.how, readyMs: resident.readyMs },
+    swapped: { peak: swapped.peak, trace: swapped.trace, info: swapped.info, ms: swapped.ms, how: swapped.how, readyMs: swapped.readyMs },
   };
   document.body.dataset.summary = JSON.stringify(summary);
-  $('status').textContent = `peak ${mib(swapped.peak)} with swapping vs ${mib(resident.peak)} all resident (${(100 * (1 - swapped.peak / resident.peak)).toFixed(0)}% less); outputs ${identical ? 'bit-identical' : 'DIFFERENT'}`;
+  const made = ({ how, readyMs }) => `${how.loaded.length ? `${how.loaded.length} stages loaded from the graph cache` : ''}` +
+    `${how.loaded.length && how.built.length ? ', ' : ''}${how.built.length ? `${how.built.length} built` : ''} in ${readyMs.toFixed(0)} ms`;
+  $('status').textContent = `peak ${mib(swapped.peak)} with swapping vs ${mib(resident.peak)} all resident (${(100 * (1 - swapped.peak / resident.peak)).toFixed(0)}% less); outputs ${identical ? 'bit-identical' : 'DIFFERENT'}; ` +
+    `first run: ${made(resident)}; second: ${made(swapped)}`;
   document.body.dataset.state = identical ? 'done' : 'mismatch';
 }
 
