@@ -138,9 +138,14 @@ impl CpuGraph {
         }
         let mut outputs = std::collections::BTreeMap::new();
         for (name, operand) in record.outputs {
-            if sources.get(operand).is_none_or(|s| s.is_none()) || outputs.insert(name, operand).is_some() {
-                return Err(corrupt("an output is undefined or named twice".into()));
+            // As build() requires: an operator's output, under one name.
+            let computed = matches!(sources.get(operand), Some(Some(OperandSource::Operator { .. })));
+            if !computed || name.is_empty() || outputs.insert(name, operand).is_some() {
+                return Err(corrupt("an output is not an operator's, or is named twice".into()));
             }
+        }
+        if outputs.is_empty() {
+            return Err(corrupt("it has no output".into()));
         }
         let named_inputs = record.inputs.len();
         let inputs = record.inputs.into_iter().collect::<std::collections::BTreeMap<_, _>>();
