@@ -45,7 +45,7 @@ impl SavedGraphHandle {
         let constant = self.constants.get(index as usize).cloned().ok_or_else(|| to_js(Error::Type("no such constant".into())))?;
         let bytes = each!(&self.graph, g => {
             let read = BackendGraph::saved_constant_bytes(g, constant);
-            Box::pin(read) as std::pin::Pin<Box<dyn std::future::Future<Output = crate::Result<Vec<u8>>>>>
+            Box::pin(read) as std::pin::Pin<Box<dyn std::future::Future<Output = crate::error::Result<Vec<u8>>>>>
         });
         Ok(future_to_promise(async move { Ok(Uint8Array::from(bytes.await.map_err(to_js)?.as_slice()).into()) }))
     }
