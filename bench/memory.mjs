@@ -64,7 +64,7 @@ try {
       const n = total / CHUNK;
       const raw = [];
       const rawCreate = [];
-      for (let r = 0; r < 3; r++) {
+      for (let r = 0; r < 5; r++) {
         raw.push(await rawWrite(n, false));
         rawCreate.push(await rawWrite(n, true));
       }
@@ -73,7 +73,7 @@ try {
       await plain.readback();
       const swapIn = [];
       const swapOut = [];
-      for (let r = 0; r < 3; r++) {
+      for (let r = 0; r < 5; r++) {
         let t = performance.now();
         await graph.swapOut();
         swapOut.push(performance.now() - t);
@@ -93,7 +93,7 @@ try {
       const pair = [await limited.build(n), await limited.build(n)];
       await limited.readback();
       const swapInBudget = [];
-      for (let r = 0; r < 4; r++) {
+      for (let r = 0; r < 6; r++) {
         const t = performance.now();
         await pair[r % 2].swapIn();
         await limited.readback();
