@@ -48,36 +48,42 @@ try {
       await staging.mapAsync(GPUMapMode.READ);
       staging.unmap();
     };
-    const rawWrite = async (n, createTimed) => {
-      const make = () => Array.from({ length: n }, () => device.createBuffer({ size: CHUNK, usage }));
-      let buffers = createTimed ? [] : make();
+    const make = (n) => Array.from({ length: n }, () => device.createBuffer({ size: CHUNK, usage }));
+    // Writes `sources` into `buffers`, or into n buffers created inside the clock (destroyed after it).
+    const rawWrite = async (buffers, n, sources) => {
       await device.queue.onSubmittedWorkDone();
       const t = performance.now();
-      if (createTimed) buffers = make();
-      for (const b of buffers) device.queue.writeBuffer(b, 0, bytes);
-      await rawReadback(buffers[n - 1]);
+      const targets = buffers ?? make(n);
+      targets.forEach((b, k) => device.queue.writeBuffer(b, 0, sources[k]));
+      await rawReadback(targets[targets.length - 1]);
       const ms = performance.now() - t;
-      buffers.forEach((b) => b.destroy());
+      if (!buffers) targets.forEach((b) => b.destroy());
       return ms;
     };
     // Warms the page's device up as the polyfill's already is (its first writes are slower).
-    await rawWrite(1, false);
-    await rawWrite(1, true);
+    await rawWrite(null, 1, [bytes]);
     const rows = [];
     for (const total of [16 * MIB, 64 * MIB, 256 * MIB]) {
       const n = total / CHUNK;
+      // Medians of more runs where a run is short: a millisecond of noise is 20% at 16 MiB.
+      const runs = 2 * Math.max(3, 24 / n);
+      // A copy per buffer, as each constant has its own host copy: one array written n times
+      // would stay in the CPU's caches.
+      const sources = Array.from({ length: n }, () => bytes.slice());
+      // Into the same buffers every run, as a swap-in at the budget writes into recycled ones;
+      // the runs that create their buffers come after, so no run waits for their destruction.
+      const buffers = make(n);
       const raw = [];
+      for (let r = 0; r < runs; r++) raw.push(await rawWrite(buffers, n, sources));
+      buffers.forEach((b) => b.destroy());
       const rawCreate = [];
-      for (let r = 0; r < 5; r++) {
-        raw.push(await rawWrite(n, false));
-        rawCreate.push(await rawWrite(n, true));
-      }
+      for (let r = 0; r < runs; r++) rawCreate.push(await rawWrite(null, n, sources));
 
       const graph = await plain.build(n);
       await plain.readback();
       const swapIn = [];
       const swapOut = [];
-      for (let r = 0; r < 5; r++) {
+      for (let r = 0; r < runs; r++) {
         let t = performance.now();
         await graph.swapOut();
         swapOut.push(performance.now() - t);
@@ -97,7 +103,7 @@ try {
       const pair = [await limited.build(n), await limited.build(n)];
       await limited.readback();
       const swapInBudget = [];
-      for (let r = 0; r < 6; r++) {
+      for (let r = 0; r < runs; r++) {
         const t = performance.now();
         await pair[r % 2].swapIn();
         await limited.readback();
@@ -128,9 +134,11 @@ try {
   const lines = [
     `## swapIn / swapOut in headless Chromium (WebGPU adapter: ${rows.adapter})`,
     'Every timed path ends with the same readback of one word (a 4-byte copy into a mappable buffer and its',
-    'mapAsync, queued after the writes): the bytes are on the GPU when the clock stops. "raw writeBuffer" writes',
-    'into buffers created before the clock; "raw create + writeBuffer" creates them inside it, as a swap-in',
-    'after swapOut() must. "swapIn at the budget" evicts a graph of the same shapes and reuses its buffers.',
+    'mapAsync, queued after the writes): the bytes are on the GPU when the clock stops. The raw columns write',
+    'the page\'s own copies (one per 16 MiB buffer, as the constants have) through its own GPUDevice: "raw',
+    'writeBuffer" into buffers created before the clock, "raw create + writeBuffer" into buffers it creates,',
+    'as a swap-in after swapOut() must. "swapIn at the budget" evicts a graph of the same shapes and writes',
+    'into its buffers.',
     '',
     '| constants | raw writeBuffer | raw create + writeBuffer | swapIn after swapOut | swapIn / raw | swapIn / (create + raw) | swapIn at the budget | at the budget / raw | destroy + rebuild | swapIn speed-up | swapOut |',
     '|---|---|---|---|---|---|---|---|---|---|---|',
