@@ -67,17 +67,19 @@ try {
       const n = total / CHUNK;
       // Medians of more runs where a run is short: a millisecond of noise is 20% at 16 MiB.
       const runs = 2 * Math.max(3, 24 / n);
-      // A copy per buffer, as each constant has its own host copy: one array written n times
-      // would stay in the CPU's caches.
-      const sources = Array.from({ length: n }, () => bytes.slice());
+      // A copy per buffer, as each constant has its own host copy (one array written n times
+      // would stay in the CPU's caches), and two sets used in turn, as the budget row swaps in
+      // two graphs in turn.
+      const copies = () => Array.from({ length: n }, () => bytes.slice());
+      const sources = [copies(), copies()];
       // Into the same buffers every run, as a swap-in at the budget writes into recycled ones;
       // the runs that create their buffers come after, so no run waits for their destruction.
       const buffers = make(n);
       const raw = [];
-      for (let r = 0; r < runs; r++) raw.push(await rawWrite(buffers, n, sources));
+      for (let r = 0; r < runs; r++) raw.push(await rawWrite(buffers, n, sources[r % 2]));
       buffers.forEach((b) => b.destroy());
       const rawCreate = [];
-      for (let r = 0; r < runs; r++) rawCreate.push(await rawWrite(null, n, sources));
+      for (let r = 0; r < runs; r++) rawCreate.push(await rawWrite(null, n, sources[r % 2]));
 
       const graph = await plain.build(n);
       await plain.readback();
@@ -135,7 +137,7 @@ try {
     `## swapIn / swapOut in headless Chromium (WebGPU adapter: ${rows.adapter})`,
     'Every timed path ends with the same readback of one word (a 4-byte copy into a mappable buffer and its',
     'mapAsync, queued after the writes): the bytes are on the GPU when the clock stops. The raw columns write',
-    'the page\'s own copies (one per 16 MiB buffer, as the constants have) through its own GPUDevice: "raw',
+    'the page\'s own copies (one per 16 MiB buffer, two sets in turn) through its own GPUDevice: "raw',
     'writeBuffer" into buffers created before the clock, "raw create + writeBuffer" into buffers it creates,',
     'as a swap-in after swapOut() must. "swapIn at the budget" evicts a graph of the same shapes and writes',
     'into its buffers.',
