@@ -105,12 +105,14 @@ try {
       const pair = [await limited.build(n), await limited.build(n)];
       await limited.readback();
       const swapInBudget = [];
+      const swapIns = limited.context.memoryInfo().swapIns;
       for (let r = 0; r < runs; r++) {
         const t = performance.now();
         await pair[r % 2].swapIn();
         await limited.readback();
         swapInBudget.push(performance.now() - t);
       }
+      if (limited.context.memoryInfo().swapIns !== swapIns + runs) throw new Error('a swapIn at the budget found its graph resident');
       pair.forEach((g) => g.destroy());
       limited.context.destroy();
 
