@@ -307,6 +307,27 @@ fn swap_in_under_the_budget_reuses_the_evicted_buffers() {
 }
 
 #[test]
+fn swap_in_at_the_budget_keeps_the_pool_slots_it_needs() {
+    // Room for one graph: each swap-in (by swapIn() or by a dispatch) evicts the other graph,
+    // whose pool slots have the sizes it needs; they stay, so no buffer is created.
+    let budget = (2 * 2 * 4000 + 2 * 4096 + 3 * 4000) as u64;
+    let ctx = budget_context(budget);
+    let graphs = [fixture(&ctx, 1000, 1).unwrap(), fixture(&ctx, 1000, 2).unwrap()];
+    let expected: Vec<Vec<u8>> = graphs.iter().map(|f| run(&ctx, f)).collect();
+    let last = ctx.buffers().last_id();
+    for step in 0..10 {
+        let k = step % 2;
+        if step % 4 < 2 {
+            block_on(graphs[k].graph.swap_in()).unwrap();
+        }
+        assert_eq!(run(&ctx, &graphs[k]), expected[k], "step {step}");
+        assert_eq!(graphs[1 - k].graph.residency(), Residency::Host, "step {step}");
+        assert_eq!(ctx.buffers().live_bytes(), budget, "step {step}");
+    }
+    assert_eq!(ctx.buffers().last_id(), last, "a swap-in created buffers");
+}
+
+#[test]
 fn budget_evicts_lower_eviction_priorities_first() {
     // Room for three graphs (as above); graph 0 is "high", graph 1 "low", the rest "normal".
     let budget = (2 * 4000 * 6 + 2 * 4096 + 3 * 3 * 4000) as u64;

@@ -96,8 +96,15 @@ impl MemoryState {
 
     /// The largest intermediate slot sizes among resident graphs (what the pool must keep).
     pub fn resident_slot_needs(&self) -> Vec<u64> {
+        self.slot_needs_with(0)
+    }
+
+    /// [`resident_slot_needs`](Self::resident_slot_needs) and those of graph `incoming`, which a
+    /// swap-in is making resident: evicting for its room must not free the slots it would create
+    /// again at once (at the budget, the victim's slots usually fit it).
+    pub fn slot_needs_with(&self, incoming: u64) -> Vec<u64> {
         let mut needs: Vec<u64> = Vec::new();
-        for g in self.graphs.borrow().iter().filter_map(|g| g.upgrade()).filter(|g| g.is_resident()) {
+        for g in self.graphs.borrow().iter().filter_map(|g| g.upgrade()).filter(|g| g.is_resident() || g.id() == incoming) {
             for (i, size) in g.slot_sizes().into_iter().enumerate() {
                 if needs.len() <= i {
                     needs.push(0);

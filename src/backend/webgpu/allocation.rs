@@ -29,7 +29,7 @@ impl Context {
                 )));
             };
             victim.evict();
-            memory.pool.trim(&memory.resident_slot_needs());
+            memory.pool.trim(&memory.slot_needs_with(except));
         }
     }
 
@@ -39,7 +39,7 @@ impl Context {
         let memory = &self.inner.memory;
         let Some(victim) = memory.eviction_order(except).into_iter().next() else { return false };
         victim.evict();
-        memory.pool.trim(&memory.resident_slot_needs());
+        memory.pool.trim(&memory.slot_needs_with(except));
         true
     }
 
