@@ -268,8 +268,9 @@ export class WebnnMoe {
           }
         } else {
           const before = this.extensions ? this.context.memoryInfo().deviceBytes : 0;
-          // Under a budget most experts live off the GPU: a loaded one stays in the "disk" tier.
-          const resident = this.mode === "resident" || this.expertGraphBytes === undefined;
+          // Under lru most experts live off the GPU: a loaded one stays in the "disk" tier.
+          // (lru-host streams each once at load, as a build does, to keep its host copy.)
+          const resident = this.mode !== "lru" || this.expertGraphBytes === undefined;
           slot.graph = await this.buildExpert(l, e, undefined, { resident });
           if (this.extensions) this.expertGraphBytes ??= this.context.memoryInfo().deviceBytes - before;
         }
