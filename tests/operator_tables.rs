@@ -1,12 +1,15 @@
 //! The places an operator is listed besides its family file agree with `opSupportLimits()`'s
 //! table (`ops::limits::all()`): `js/webnn.js`'s `OPERATORS` table, the builder methods and the
-//! `MLOpSupportLimits` members of `js/index.d.ts`, and the method arms of `src/api/ops.rs`. An
-//! operator added to one and not the others fails here, natively, before any browser stage.
+//! `MLOpSupportLimits` members of `js/index.d.ts`, and the registry's families (`ops::from_options`),
+//! which must record an operator of each method's name. An operator added to one and not the
+//! others fails here, natively, before any browser stage.
 #![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 use std::collections::BTreeSet;
 
-use webnn_wgpu::ops::limits;
+use webnn_wgpu::error::{Error, Result};
+use webnn_wgpu::graph::Number;
+use webnn_wgpu::ops::{self, limits, missing, MethodOptions};
 
 fn read(path: &str) -> String {
     let path = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
@@ -70,16 +73,49 @@ fn index_d_ts_declares_every_operator_and_its_limits() {
     assert!(missing.is_empty(), "no MLGraphBuilder method in index.d.ts for {missing:?}");
 }
 
+/// Options where every member is missing: an operator without options is recorded, one with
+/// required options is a TypeError naming the member, and only a method no family handles is
+/// NotSupported.
+struct NoOptions;
+
+impl MethodOptions for NoOptions {
+    fn f64(&self, key: &str) -> Result<f64> {
+        Err(missing(key))
+    }
+    fn opt_number(&self, _: &str) -> Result<Option<Number>> {
+        Ok(None)
+    }
+    fn u32(&self, key: &str) -> Result<u32> {
+        Err(missing(key))
+    }
+    fn i32(&self, key: &str) -> Result<i32> {
+        Err(missing(key))
+    }
+    fn bool(&self, key: &str) -> Result<bool> {
+        Err(missing(key))
+    }
+    fn string(&self, _: &str) -> Result<String> {
+        Ok(String::new())
+    }
+    fn opt_u32s(&self, _: &str) -> Result<Option<Vec<u32>>> {
+        Ok(None)
+    }
+    fn opt_f64s(&self, _: &str) -> Result<Option<Vec<f64>>> {
+        Ok(None)
+    }
+    fn opt_strings(&self, _: &str) -> Result<Option<Vec<String>>> {
+        Ok(None)
+    }
+}
+
 #[test]
-fn the_api_maps_every_builder_method_to_an_operator() {
-    let api = read("src/api/ops.rs");
-    // Arms read `"name" => ...` or `"a" | "b" => ...`.
-    let arms: BTreeSet<String> = block(&api, "pub fn op_from_js(", "}")
-        .iter()
-        .filter(|l| l.trim_start().starts_with('"'))
-        .filter_map(|l| l.split("=>").next())
-        .flat_map(|pattern| pattern.split('|').map(|p| p.trim().trim_matches('"').to_string()).collect::<Vec<_>>())
-        .collect();
-    let missing: Vec<String> = limits_names().into_iter().filter(|n| !arms.contains(n)).collect();
-    assert!(missing.is_empty(), "no arm in src/api/ops.rs (op_from_js) for {missing:?}");
+fn the_registry_maps_every_builder_method_to_an_operator_of_that_name() {
+    for name in limits_names() {
+        match ops::from_options(&name, &NoOptions) {
+            Ok(op) => assert_eq!(op.name(), name, "{name}() records {op:?}"),
+            Err(Error::NotSupported(e)) => panic!("no operator family handles {name}(): {e}"),
+            Err(_) => {}
+        }
+    }
+    assert!(matches!(ops::from_options("noSuchMethod", &NoOptions), Err(Error::NotSupported(_))));
 }

@@ -5,7 +5,8 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
 use crate::api::context::{descriptor, TensorHandle};
-use crate::api::ops::{number, op_from_js, Params};
+use crate::api::ops::{number, Params};
+use crate::ops::MethodOptions;
 use crate::api::{dictionary, each, to_js, JsResult, OnBackend};
 use crate::backend::cpu::{CpuContext, CpuGraph};
 use crate::backend::webgpu::{Context, Graph};
@@ -79,7 +80,7 @@ impl BuilderHandle {
     /// arguments and options in `params`; returns `[{index, dataType, shape}]` per output.
     pub fn operator(&mut self, name: &str, inputs: Vec<u32>, params: JsValue) -> JsResult<JsValue> {
         let params = Params(params);
-        let op = op_from_js(name, &params).map_err(to_js)?;
+        let op = crate::ops::from_options(name, &params).map_err(to_js)?;
         let inputs: Vec<Operand> = inputs.into_iter().map(|i| self.operand(i)).collect::<Result<_>>().map_err(to_js)?;
         let label = params.string("label").map_err(to_js)?;
         let outputs = self.builder.operator(op, &inputs, &label).map_err(to_js)?;

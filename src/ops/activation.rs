@@ -13,6 +13,8 @@ use crate::ops::elementwise_unary::{erfc, ERFC, EXP_R};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
 use crate::ops::reference::{cast_number, map_broadcast, map_broadcast_exact, HostTensor};
 use crate::ops::wgsl::{literal, value_type, wide_literal, ElementwiseKernel, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
+use std::ops::RangeInclusive;
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Activation {
@@ -330,4 +332,69 @@ pub fn reference(op: &Activation, inputs: &[HostTensor], outputs: &[OperandDescr
             }
         }
     })
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "relu" => Op::Activation(Activation::Relu),
+            "sigmoid" => Op::Activation(Activation::Sigmoid),
+            "tanh" => Op::Activation(Activation::Tanh),
+            "gelu" => Op::Activation(Activation::Gelu),
+            "leakyRelu" => Op::Activation(Activation::LeakyRelu { alpha: p.f64("alpha")? }),
+            "clamp" => {
+                Op::Activation(Activation::Clamp { min_value: p.opt_number("minValue")?, max_value: p.opt_number("maxValue")? })
+            }
+            "elu" => Op::Activation(Activation::Elu { alpha: p.f64("alpha")? }),
+            "hardSigmoid" => Op::Activation(Activation::HardSigmoid { alpha: p.f64("alpha")?, beta: p.f64("beta")? }),
+            "hardSwish" => Op::Activation(Activation::HardSwish),
+            "linear" => Op::Activation(Activation::Linear { alpha: p.f64("alpha")?, beta: p.f64("beta")? }),
+            "prelu" => Op::Activation(Activation::Prelu),
+            "softplus" => Op::Activation(Activation::Softplus),
+            "softsign" => Op::Activation(Activation::Softsign),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Activation(op) => op.name(),
+            _ => "",
+        }
+    }
+
+    fn input_count(&self, op: &Op) -> RangeInclusive<usize> {
+        match op {
+            Op::Activation(Activation::Prelu) => 2..=2,
+            _ => 1..=1,
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Activation(o) => validate(o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Activation(o) => lower(o, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Activation(o) => reference(o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }

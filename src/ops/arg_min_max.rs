@@ -13,6 +13,7 @@ use crate::ops::limits::{self, OpLimits, SUPPORTED};
 use crate::ops::movement::outer_inner;
 use crate::ops::reference::HostTensor;
 use crate::ops::wgsl::{binding, load_fn, BufRef, Launch, LowerRequest, Lowering, F16_HELPERS, WORKGROUP_SIZE};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ArgKind {
@@ -146,4 +147,55 @@ pub fn reference(
         })
         .collect();
     Ok(vec![HostTensor::new(outputs[0].clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "argMin" | "argMax" => Op::ArgMinMax(
+                if name == "argMin" { ArgKind::Min } else { ArgKind::Max },
+                ArgMinMaxOptions {
+                    axis: p.u32("axis")?,
+                    keep_dimensions: p.bool("keepDimensions")?,
+                    output_data_type: p.data_type("outputDataType")?,
+                },
+            ),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::ArgMinMax(kind, _) => kind.name(),
+            _ => "",
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::ArgMinMax(kind, o) => validate(*kind, o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::ArgMinMax(kind, o) => lower(*kind, o, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::ArgMinMax(kind, o) => reference(*kind, o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }

@@ -14,6 +14,8 @@ use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::wgsl::{
     binding, literal, load_fn, BufRef, ElementwiseKernel, Launch, LowerRequest, Lowering, F16_HELPERS, WORKGROUP_SIZE,
 };
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
+use std::ops::RangeInclusive;
 
 /// `MLBatchNormalizationOptions`; `scale` then `bias` follow `input`, `mean` and `variance`
 /// when present.
@@ -359,4 +361,77 @@ pub fn reference_instance_normalization(
         }
     }
     Ok(vec![HostTensor::new(out.clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "batchNormalization" => Op::BatchNormalization(BatchNormalizationOptions {
+                axis: p.u32("axis")?,
+                epsilon: p.f64("epsilon")?,
+                has_scale: p.bool("scale")?,
+                has_bias: p.bool("bias")?,
+            }),
+            "instanceNormalization" => Op::InstanceNormalization(InstanceNormalizationOptions {
+                epsilon: p.f64("epsilon")?,
+                layout: InputLayout::from_name(&p.string("layout")?)?,
+                has_scale: p.bool("scale")?,
+                has_bias: p.bool("bias")?,
+            }),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::BatchNormalization(_) => "batchNormalization",
+            Op::InstanceNormalization(_) => "instanceNormalization",
+            _ => "",
+        }
+    }
+
+    fn input_count(&self, op: &Op) -> RangeInclusive<usize> {
+        match op {
+            Op::BatchNormalization(o) => {
+                let n = 3 + o.has_scale as usize + o.has_bias as usize;
+                n..=n
+            }
+            Op::InstanceNormalization(o) => {
+                let n = 1 + o.has_scale as usize + o.has_bias as usize;
+                n..=n
+            }
+            _ => 1..=1,
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::BatchNormalization(o) => validate_batch_normalization(o, inputs),
+            Op::InstanceNormalization(o) => validate_instance_normalization(o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::BatchNormalization(o) => lower_batch_normalization(o, request),
+            Op::InstanceNormalization(o) => lower_instance_normalization(o, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::BatchNormalization(o) => reference_batch_normalization(o, inputs, outputs),
+            Op::InstanceNormalization(o) => reference_instance_normalization(o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }

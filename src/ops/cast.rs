@@ -13,6 +13,7 @@ use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -145,4 +146,48 @@ pub fn reference(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result
         })
         .collect();
     Ok(vec![HostTensor::from_exact(out.clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "cast" => Op::Cast { data_type: p.data_type("dataType")? },
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Cast { .. } => "cast",
+            _ => "",
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Cast { data_type } => validate(*data_type, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Cast { .. } => lower(request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Cast { .. } => reference(inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }

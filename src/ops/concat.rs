@@ -11,6 +11,8 @@ use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{outer_inner, MoveKernel, Source, MAX_BINDINGS};
 use crate::ops::reference::HostTensor;
 use crate::ops::wgsl::{buffer_size, BufRef, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
+use std::ops::RangeInclusive;
 
 /// `split`'s `splits`: a number of equal parts, or the sizes of the parts.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -274,4 +276,73 @@ pub fn reference_split(axis: u32, inputs: &[HostTensor], outputs: &[OperandDescr
         result.push(HostTensor::new(out.clone(), data)?);
     }
     Ok(result)
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "concat" => Op::Concat { axis: p.u32("axis")? },
+            "split" => {
+                let splits = match p.opt_u32s("splits") {
+                    Ok(Some(sizes)) => Splits::Sizes(sizes),
+                    _ => Splits::Count(p.u32("splits")?),
+                };
+                Op::Split { splits, axis: p.u32("axis")? }
+            }
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Concat { .. } => "concat",
+            Op::Split { .. } => "split",
+            _ => "",
+        }
+    }
+
+    fn input_count(&self, op: &Op) -> RangeInclusive<usize> {
+        match op {
+            Op::Concat { .. } => 1..=usize::MAX,
+            _ => 1..=1,
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Concat { axis } => validate_concat(*axis, inputs),
+            Op::Split { splits, axis } => validate_split(splits, *axis, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Concat { axis } => lower_concat(*axis, request),
+            Op::Split { axis, .. } => lower_split(*axis, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Concat { axis } => reference_concat(*axis, inputs, outputs),
+            Op::Split { axis, .. } => reference_split(*axis, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn moves_input(&self, op: &Op, _index: usize) -> bool {
+        match op {
+            Op::Concat { .. } | Op::Split { .. } => true,
+            _ => false,
+        }
+    }
 }

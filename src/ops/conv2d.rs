@@ -11,6 +11,8 @@ use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::fusion::Epilogue;
 use crate::ops::wgsl::{ElementwiseKernel, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
+use std::ops::RangeInclusive;
 
 /// `MLInputOperandLayout`, shared by the convolution, pooling and normalization families.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -723,4 +725,85 @@ pub fn reference_conv_transpose2d(
     // The transposed filter's "i" and "o" are the same letters in its layout's name.
     let options = (&o.padding, &o.strides, &o.dilations, o.groups, o.input_layout, o.filter_layout.name());
     reference(true, options, (&o.output_padding, &o.output_sizes), inputs, outputs)
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "conv2d" => Op::Conv2d(Conv2dOptions {
+                padding: p.opt_u32s("padding")?,
+                strides: p.opt_u32s("strides")?,
+                dilations: p.opt_u32s("dilations")?,
+                groups: p.u32("groups")?,
+                input_layout: InputLayout::from_name(&p.string("inputLayout")?)?,
+                filter_layout: Conv2dFilterLayout::from_name(&p.string("filterLayout")?)?,
+                has_bias: p.bool("bias")?,
+            }),
+            "convTranspose2d" => Op::ConvTranspose2d(ConvTranspose2dOptions {
+                padding: p.opt_u32s("padding")?,
+                strides: p.opt_u32s("strides")?,
+                dilations: p.opt_u32s("dilations")?,
+                output_padding: p.opt_u32s("outputPadding")?,
+                output_sizes: p.opt_u32s("outputSizes")?,
+                groups: p.u32("groups")?,
+                input_layout: InputLayout::from_name(&p.string("inputLayout")?)?,
+                filter_layout: ConvTranspose2dFilterLayout::from_name(&p.string("filterLayout")?)?,
+                has_bias: p.bool("bias")?,
+            }),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Conv2d(_) => "conv2d",
+            Op::ConvTranspose2d(_) => "convTranspose2d",
+            _ => "",
+        }
+    }
+
+    fn input_count(&self, op: &Op) -> RangeInclusive<usize> {
+        match op {
+            Op::Conv2d(o) => {
+                let n = 2 + o.has_bias as usize;
+                n..=n
+            }
+            Op::ConvTranspose2d(o) => {
+                let n = 2 + o.has_bias as usize;
+                n..=n
+            }
+            _ => 1..=1,
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Conv2d(o) => validate_conv2d(o, inputs),
+            Op::ConvTranspose2d(o) => validate_conv_transpose2d(o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Conv2d(o) => lower_conv2d(o, request, None),
+            Op::ConvTranspose2d(o) => lower_conv_transpose2d(o, request, None),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Conv2d(o) => reference_conv2d(o, inputs, outputs),
+            Op::ConvTranspose2d(o) => reference_conv_transpose2d(o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }

@@ -15,6 +15,7 @@ use crate::ops::wgsl::{
     binding, load_fn, value_type, BufRef, ElementwiseKernel, Launch, LowerRequest, Lowering, F16_HELPERS,
     WORKGROUP_SIZE,
 };
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
 
 /// `cumulativeSum`'s `axis` and `MLCumulativeSumOptions`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -120,4 +121,52 @@ pub fn reference(
         }
     }
     Ok(vec![HostTensor::new(outputs[0].clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "cumulativeSum" => Op::CumulativeSum(CumulativeSumOptions {
+                axis: p.u32("axis")?,
+                exclusive: p.bool("exclusive")?,
+                reversed: p.bool("reversed")?,
+            }),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::CumulativeSum(_) => "cumulativeSum",
+            _ => "",
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::CumulativeSum(o) => validate(o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::CumulativeSum(o) => lower(o, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::CumulativeSum(o) => reference(o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }

@@ -7,6 +7,8 @@ use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES, SUPPORTED};
 use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};
 use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, value_type, ElementwiseKernel, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
+use std::ops::RangeInclusive;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum BinaryOp {
@@ -242,4 +244,61 @@ pub fn reference(op: BinaryOp, inputs: &[HostTensor], outputs: &[OperandDescript
             BinaryOp::Pow => a.powf(b),
         }
     })
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, _: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "add" => Op::Binary(BinaryOp::Add),
+            "sub" => Op::Binary(BinaryOp::Sub),
+            "mul" => Op::Binary(BinaryOp::Mul),
+            "div" => Op::Binary(BinaryOp::Div),
+            "max" => Op::Binary(BinaryOp::Max),
+            "min" => Op::Binary(BinaryOp::Min),
+            "pow" => Op::Binary(BinaryOp::Pow),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Binary(op) => op.name(),
+            _ => "",
+        }
+    }
+
+    fn input_count(&self, op: &Op) -> RangeInclusive<usize> {
+        match op {
+            Op::Binary(_) => 2..=2,
+            _ => 1..=1,
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Binary(o) => validate(*o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Binary(o) => lower(*o, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Binary(o) => reference(*o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
 use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};
 use crate::ops::wgsl::{literal, value_type, ElementwiseKernel, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum UnaryOp {
@@ -309,4 +310,69 @@ pub fn reference(op: UnaryOp, inputs: &[HostTensor], outputs: &[OperandDescripto
             UnaryOp::Tan => x.tan(),
         }
     })
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, _: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "abs" => Op::Unary(UnaryOp::Abs),
+            "ceil" => Op::Unary(UnaryOp::Ceil),
+            "cos" => Op::Unary(UnaryOp::Cos),
+            "erf" => Op::Unary(UnaryOp::Erf),
+            "exp" => Op::Unary(UnaryOp::Exp),
+            "floor" => Op::Unary(UnaryOp::Floor),
+            "identity" => Op::Unary(UnaryOp::Identity),
+            "log" => Op::Unary(UnaryOp::Log),
+            "neg" => Op::Unary(UnaryOp::Neg),
+            "reciprocal" => Op::Unary(UnaryOp::Reciprocal),
+            "roundEven" => Op::Unary(UnaryOp::RoundEven),
+            "sin" => Op::Unary(UnaryOp::Sin),
+            "sign" => Op::Unary(UnaryOp::Sign),
+            "sqrt" => Op::Unary(UnaryOp::Sqrt),
+            "tan" => Op::Unary(UnaryOp::Tan),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Unary(op) => op.name(),
+            _ => "",
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Unary(o) => validate(*o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Unary(o) => lower(*o, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Unary(o) => reference(*o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn moves_input(&self, op: &Op, _index: usize) -> bool {
+        match op {
+            Op::Unary(UnaryOp::Identity) => true,
+            _ => false,
+        }
+    }
 }

@@ -19,6 +19,8 @@ use crate::ops::movement::{outer_inner, MoveKernel, Source};
 use crate::operand::strides;
 use crate::ops::reference::{coords, HostTensor};
 use crate::ops::wgsl::{coords_fn, BufRef, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
+use std::ops::RangeInclusive;
 
 pub fn limits() -> Vec<OpLimits> {
     let max = MAX_RANK as u32;
@@ -301,4 +303,73 @@ pub fn reference_nd(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Res
         data.extend_from_slice(&input.data[start..start + inner]);
     }
     Ok(vec![HostTensor::new(outputs[0].clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "gather" => Op::Gather { axis: p.u32("axis")? },
+            "gatherElements" => Op::GatherElements { axis: p.u32("axis")? },
+            "gatherND" => Op::GatherNd,
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Gather { .. } => "gather",
+            Op::GatherElements { .. } => "gatherElements",
+            Op::GatherNd => "gatherND",
+            _ => "",
+        }
+    }
+
+    fn input_count(&self, op: &Op) -> RangeInclusive<usize> {
+        match op {
+            Op::Gather { .. } => 2..=2,
+            Op::GatherElements { .. } | Op::GatherNd => 2..=2,
+            _ => 1..=1,
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Gather { axis } => validate(*axis, inputs),
+            Op::GatherElements { axis } => validate_elements(*axis, inputs),
+            Op::GatherNd => validate_nd(inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Gather { axis } => lower(*axis, request),
+            Op::GatherElements { axis } => lower_elements(*axis, request),
+            Op::GatherNd => lower_nd(request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Gather { axis } => reference(*axis, inputs, outputs),
+            Op::GatherElements { axis } => reference_elements(*axis, inputs, outputs),
+            Op::GatherNd => reference_nd(inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn moves_input(&self, op: &Op, index: usize) -> bool {
+        match op {
+            Op::Gather { .. } | Op::GatherElements { .. } | Op::GatherNd => index == 0,
+            _ => false,
+        }
+    }
 }

@@ -3,7 +3,6 @@
 
 use crate::error::{Error, Result};
 use crate::operand::{DataType, OperandDescriptor};
-use crate::ops::activation::Activation;
 use crate::ops::Op;
 
 /// `MLTensorLimits` of one operand of one operator.
@@ -67,42 +66,9 @@ pub fn check(limits: &TensorLimits, descriptor: &OperandDescriptor) -> Result<()
 /// once.
 pub fn all() -> &'static [OpLimits] {
     static TABLE: std::sync::OnceLock<Vec<OpLimits>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(table)
+    TABLE.get_or_init(crate::ops::all_limits)
 }
 
-fn table() -> Vec<OpLimits> {
-    let mut all = Vec::new();
-    all.extend(crate::ops::elementwise_binary::limits());
-    all.extend(crate::ops::logical::limits());
-    all.extend(crate::ops::elementwise_unary::limits());
-    all.extend(crate::ops::activation::limits());
-    all.extend(crate::ops::matmul::limits());
-    all.extend(crate::ops::reshape::limits());
-    all.extend(crate::ops::transpose::limits());
-    all.extend(crate::ops::concat::limits());
-    all.extend(crate::ops::slice::limits());
-    all.extend(crate::ops::gather::limits());
-    all.extend(crate::ops::softmax::limits());
-    all.extend(crate::ops::reduce::limits());
-    all.extend(crate::ops::normalization::limits());
-    all.extend(crate::ops::cast::limits());
-    all.extend(crate::ops::where_op::limits());
-    all.extend(crate::ops::conv2d::limits());
-    all.extend(crate::ops::pool2d::limits());
-    all.extend(crate::ops::batch_normalization::limits());
-    all.extend(crate::ops::resample2d::limits());
-    all.extend(crate::ops::quantization::limits());
-    all.extend(crate::ops::recurrent::limits());
-    all.extend(crate::ops::scatter::limits());
-    all.extend(crate::ops::cumulative_sum::limits());
-    all.extend(crate::ops::triangular::limits());
-    all.extend(crate::ops::tile::limits());
-    all.extend(crate::ops::reverse::limits());
-    all.extend(crate::ops::pad::limits());
-    all.extend(crate::ops::arg_min_max::limits());
-    all.sort_by_key(|l| l.name);
-    all
-}
 
 /// The limits of one operator by its spec name.
 pub fn of(name: &str) -> Result<&'static OpLimits> {
@@ -114,44 +80,7 @@ pub fn of(name: &str) -> Result<&'static OpLimits> {
 
 /// Checks that an operator got the number of operand inputs its options call for.
 pub fn check_input_count(op: &Op, count: usize) -> Result<()> {
-    let expected = match op {
-        Op::Binary(_) | Op::Matmul | Op::Gather { .. } | Op::Activation(Activation::Prelu) => 2..=2,
-        Op::Logical(o) => o.input_count()..=o.input_count(),
-        Op::Gemm(o) => {
-            let n = 2 + o.has_c as usize;
-            n..=n
-        }
-        Op::LayerNormalization(o) => {
-            let n = 1 + o.has_scale as usize + o.has_bias as usize;
-            n..=n
-        }
-        Op::Where => 3..=3,
-        Op::GatherElements { .. } | Op::GatherNd => 2..=2,
-        Op::ScatterElements { .. } | Op::ScatterNd => 3..=3,
-        Op::Conv2d(o) => {
-            let n = 2 + o.has_bias as usize;
-            n..=n
-        }
-        Op::ConvTranspose2d(o) => {
-            let n = 2 + o.has_bias as usize;
-            n..=n
-        }
-        Op::BatchNormalization(o) => {
-            let n = 3 + o.has_scale as usize + o.has_bias as usize;
-            n..=n
-        }
-        Op::InstanceNormalization(o) => {
-            let n = 1 + o.has_scale as usize + o.has_bias as usize;
-            n..=n
-        }
-        Op::QuantizeLinear | Op::DequantizeLinear => 3..=3,
-        Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => {
-            let n = crate::ops::recurrent::input_count(op);
-            n..=n
-        }
-        Op::Concat { .. } => 1..=usize::MAX,
-        _ => 1..=1,
-    };
+    let expected = op.family().input_count(op);
     if expected.contains(&count) {
         Ok(())
     } else {

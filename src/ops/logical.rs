@@ -7,6 +7,8 @@ use crate::ops::elementwise_binary::{broadcast_pair_kernel, validate_broadcast_p
 use crate::ops::limits::{self, OpLimits, ALL_TYPES, FLOATS};
 use crate::ops::reference::{map_broadcast, map_broadcast_exact, HostTensor};
 use crate::ops::wgsl::{value_type, ElementwiseKernel, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
+use std::ops::RangeInclusive;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum LogicalOp {
@@ -187,4 +189,66 @@ pub fn reference(op: LogicalOp, inputs: &[HostTensor], outputs: &[OperandDescrip
         };
         r as u8 as f64
     })
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, _: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "equal" => Op::Logical(LogicalOp::Equal),
+            "notEqual" => Op::Logical(LogicalOp::NotEqual),
+            "greater" => Op::Logical(LogicalOp::Greater),
+            "greaterOrEqual" => Op::Logical(LogicalOp::GreaterOrEqual),
+            "lesser" => Op::Logical(LogicalOp::Lesser),
+            "lesserOrEqual" => Op::Logical(LogicalOp::LesserOrEqual),
+            "logicalNot" => Op::Logical(LogicalOp::LogicalNot),
+            "logicalAnd" => Op::Logical(LogicalOp::LogicalAnd),
+            "logicalOr" => Op::Logical(LogicalOp::LogicalOr),
+            "logicalXor" => Op::Logical(LogicalOp::LogicalXor),
+            "isNaN" => Op::Logical(LogicalOp::IsNaN),
+            "isInfinite" => Op::Logical(LogicalOp::IsInfinite),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Logical(op) => op.name(),
+            _ => "",
+        }
+    }
+
+    fn input_count(&self, op: &Op) -> RangeInclusive<usize> {
+        match op {
+            Op::Logical(o) => o.input_count()..=o.input_count(),
+            _ => 1..=1,
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Logical(o) => validate(*o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Logical(o) => lower(*o, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Logical(o) => reference(*o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }

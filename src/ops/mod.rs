@@ -37,213 +37,197 @@ pub mod triangular;
 pub mod wgsl;
 pub mod where_op;
 
-use crate::error::Result;
-use crate::operand::OperandDescriptor;
+use std::ops::RangeInclusive;
+
+use crate::error::{Error, Result};
+use crate::operand::{DataType, Number, OperandDescriptor};
 pub use limits::{OpLimits, TensorLimits};
 pub use reference::HostTensor;
 pub use wgsl::{BufRef, Launch, LowerRequest, Lowering};
 
-/// One operator with its options. Optional operand inputs (gemm's `c`, normalization's
-/// `scale`/`bias`) are flagged in the options and appended to the operator's input list.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum Op {
-    Binary(elementwise_binary::BinaryOp),
-    Logical(logical::LogicalOp),
-    Unary(elementwise_unary::UnaryOp),
-    Activation(activation::Activation),
-    Matmul,
-    Gemm(matmul::GemmOptions),
-    Reshape { new_shape: Vec<u32> },
-    Expand { new_shape: Vec<u32> },
-    Transpose { permutation: Option<Vec<u32>> },
-    Concat { axis: u32 },
-    Split { splits: concat::Splits, axis: u32 },
-    Slice(slice::SliceOptions),
-    Gather { axis: u32 },
-    Softmax { axis: u32 },
-    Reduce(reduce::ReduceOp, reduce::ReduceOptions),
-    LayerNormalization(normalization::LayerNormalizationOptions),
-    Cast { data_type: crate::operand::DataType },
-    Where,
-    Conv2d(conv2d::Conv2dOptions),
-    ConvTranspose2d(conv2d::ConvTranspose2dOptions),
-    Pool2d(pool2d::PoolKind, pool2d::Pool2dOptions),
-    BatchNormalization(batch_normalization::BatchNormalizationOptions),
-    InstanceNormalization(batch_normalization::InstanceNormalizationOptions),
-    Resample2d(resample2d::Resample2dOptions),
-    QuantizeLinear,
-    DequantizeLinear,
-    Gru(recurrent::GruOptions),
-    GruCell(recurrent::GruCellOptions),
-    Lstm(recurrent::LstmOptions),
-    LstmCell(recurrent::LstmCellOptions),
-    GatherElements { axis: u32 },
-    GatherNd,
-    ScatterElements { axis: u32 },
-    ScatterNd,
-    CumulativeSum(cumulative_sum::CumulativeSumOptions),
-    Triangular(triangular::TriangularOptions),
-    Tile { repetitions: Vec<u32> },
-    Reverse { axes: Option<Vec<u32>> },
-    Pad(pad::PadOptions),
-    ArgMinMax(arg_min_max::ArgKind, arg_min_max::ArgMinMaxOptions),
+/// What an operator family (one file of `ops/`) provides for its operators: the registry routes
+/// every [`Op`] to its family through [`Op::family`], and every builder method to the family
+/// whose `limits()` name it. Adding an operator is its family file plus one line of
+/// `operators!` below (docs/DESIGN.md, "Adding an operator").
+pub trait OpFamily: Sync {
+    /// The family's `opSupportLimits()` members; their names are its builder methods.
+    fn limits(&self) -> Vec<OpLimits>;
+    /// The operator builder method `name` records, its options read from `options` (with the
+    /// spec's defaults already filled in by the JS layer).
+    fn from_options(&self, name: &str, options: &dyn MethodOptions) -> Result<Op>;
+    /// The spec's method name of the operator.
+    fn name(&self, op: &Op) -> &'static str;
+    /// How many operand inputs the operator takes, optional operands included.
+    fn input_count(&self, _op: &Op) -> RangeInclusive<usize> {
+        1..=1
+    }
+    /// The spec's validation steps; the output descriptors.
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>>;
+    /// The GPU work of a validated operator.
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering>;
+    /// The float64 reference from the spec's definition.
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>>;
+    /// Whether input `index` is one whose elements the operator only copies (data movement), as
+    /// opposed to indices or conditions that select them.
+    fn moves_input(&self, _op: &Op, _index: usize) -> bool {
+        false
+    }
+}
+
+/// The options of one builder call, read by member name (the api layer reads them from a
+/// JavaScript object); a missing or mistyped member is a `TypeError` naming it.
+pub trait MethodOptions {
+    fn f64(&self, key: &str) -> Result<f64>;
+    /// An optional `MLNumber` (`None` when absent).
+    fn opt_number(&self, key: &str) -> Result<Option<Number>>;
+    fn u32(&self, key: &str) -> Result<u32>;
+    fn i32(&self, key: &str) -> Result<i32>;
+    fn bool(&self, key: &str) -> Result<bool>;
+    /// A string; absent means empty (the default of `label`).
+    fn string(&self, key: &str) -> Result<String>;
+    fn opt_u32s(&self, key: &str) -> Result<Option<Vec<u32>>>;
+    fn opt_f64s(&self, key: &str) -> Result<Option<Vec<f64>>>;
+    fn opt_strings(&self, key: &str) -> Result<Option<Vec<String>>>;
+
+    fn number(&self, key: &str) -> Result<Number> {
+        self.opt_number(key)?.ok_or_else(|| missing(key))
+    }
+    fn u32s(&self, key: &str) -> Result<Vec<u32>> {
+        self.opt_u32s(key)?.ok_or_else(|| missing(key))
+    }
+    fn data_type(&self, key: &str) -> Result<DataType> {
+        DataType::from_name(&self.string(key)?)
+    }
+}
+
+/// The error of a missing or mistyped option member.
+pub fn missing(key: &str) -> Error {
+    Error::Type(format!("'{key}' is missing or has the wrong type"))
+}
+
+/// The operator a builder method records.
+pub fn from_options(name: &str, options: &dyn MethodOptions) -> Result<Op> {
+    let methods = methods();
+    match methods.binary_search_by(|(method, _)| (*method).cmp(name)) {
+        Ok(i) => methods[i].1.from_options(name, options),
+        Err(_) => Err(unknown_method(name)),
+    }
+}
+
+/// Builder method names with their families, sorted by name, built once.
+fn methods() -> &'static [(&'static str, &'static dyn OpFamily)] {
+    static TABLE: std::sync::OnceLock<Vec<(&'static str, &'static dyn OpFamily)>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table: Vec<(&'static str, &'static dyn OpFamily)> =
+            FAMILIES.iter().flat_map(|&family| family.limits().into_iter().map(move |l| (l.name, family))).collect();
+        table.sort_by_key(|(name, _)| *name);
+        table.dedup_by_key(|(name, _)| *name);
+        table
+    })
+}
+
+/// Every operator's limits (`opSupportLimits()`), sorted by name, with no repeats.
+pub(crate) fn all_limits() -> Vec<OpLimits> {
+    let mut all: Vec<OpLimits> = FAMILIES.iter().flat_map(|family| family.limits()).collect();
+    all.sort_by_key(|l| l.name);
+    all.dedup_by_key(|l| l.name);
+    all
+}
+
+pub(crate) fn unknown_method(name: &str) -> Error {
+    Error::NotSupported(format!("{name}() is not supported by this implementation yet"))
+}
+
+/// What a family answers for another family's operator; [`Op::family`] routes every operator to
+/// its own, so only a registry mistake reaches it.
+pub(crate) fn not_this_family(op: &Op) -> Error {
+    Error::Unknown(format!("internal error: {op:?} was routed to another operator family"))
+}
+
+/// Declares [`Op`], one variant per line with the family file that defines it, and the routing
+/// from an operator to its family.
+macro_rules! operators {
+    ($($variant:ident $(($($tuple:ty),*))? $({$($field:ident: $field_type:ty),*})? => $family:ident,)*) => {
+        /// One operator with its options. Optional operand inputs (gemm's `c`, normalization's
+        /// `scale`/`bias`) are flagged in the options and appended to the operator's input list.
+        #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+        pub enum Op {
+            $($variant $(($($tuple),*))? $({$($field: $field_type),*})?,)*
+        }
+
+        impl Op {
+            /// The family that defines the operator.
+            pub fn family(&self) -> &'static dyn OpFamily {
+                match self {
+                    $(Op::$variant { .. } => &$family::Family,)*
+                }
+            }
+        }
+
+        /// Every family, once per operator of it.
+        const FAMILIES: &[&dyn OpFamily] = &[$(&$family::Family,)*];
+    };
+}
+
+operators! {
+    Binary(elementwise_binary::BinaryOp) => elementwise_binary,
+    Logical(logical::LogicalOp) => logical,
+    Unary(elementwise_unary::UnaryOp) => elementwise_unary,
+    Activation(activation::Activation) => activation,
+    Matmul => matmul,
+    Gemm(matmul::GemmOptions) => matmul,
+    Reshape { new_shape: Vec<u32> } => reshape,
+    Expand { new_shape: Vec<u32> } => reshape,
+    Transpose { permutation: Option<Vec<u32>> } => transpose,
+    Concat { axis: u32 } => concat,
+    Split { splits: concat::Splits, axis: u32 } => concat,
+    Slice(slice::SliceOptions) => slice,
+    Gather { axis: u32 } => gather,
+    Softmax { axis: u32 } => softmax,
+    Reduce(reduce::ReduceOp, reduce::ReduceOptions) => reduce,
+    LayerNormalization(normalization::LayerNormalizationOptions) => normalization,
+    Cast { data_type: crate::operand::DataType } => cast,
+    Where => where_op,
+    Conv2d(conv2d::Conv2dOptions) => conv2d,
+    ConvTranspose2d(conv2d::ConvTranspose2dOptions) => conv2d,
+    Pool2d(pool2d::PoolKind, pool2d::Pool2dOptions) => pool2d,
+    BatchNormalization(batch_normalization::BatchNormalizationOptions) => batch_normalization,
+    InstanceNormalization(batch_normalization::InstanceNormalizationOptions) => batch_normalization,
+    Resample2d(resample2d::Resample2dOptions) => resample2d,
+    QuantizeLinear => quantization,
+    DequantizeLinear => quantization,
+    Gru(recurrent::GruOptions) => recurrent,
+    GruCell(recurrent::GruCellOptions) => recurrent,
+    Lstm(recurrent::LstmOptions) => recurrent,
+    LstmCell(recurrent::LstmCellOptions) => recurrent,
+    GatherElements { axis: u32 } => gather,
+    GatherNd => gather,
+    ScatterElements { axis: u32 } => scatter,
+    ScatterNd => scatter,
+    CumulativeSum(cumulative_sum::CumulativeSumOptions) => cumulative_sum,
+    Triangular(triangular::TriangularOptions) => triangular,
+    Tile { repetitions: Vec<u32> } => tile,
+    Reverse { axes: Option<Vec<u32>> } => reverse,
+    Pad(pad::PadOptions) => pad,
+    ArgMinMax(arg_min_max::ArgKind, arg_min_max::ArgMinMaxOptions) => arg_min_max,
 }
 
 impl Op {
     /// The spec's method name of the operator, e.g. `"layerNormalization"`.
     pub fn name(&self) -> &'static str {
-        match self {
-            Op::Binary(op) => op.name(),
-            Op::Logical(op) => op.name(),
-            Op::Unary(op) => op.name(),
-            Op::Activation(op) => op.name(),
-            Op::Matmul => "matmul",
-            Op::Gemm(_) => "gemm",
-            Op::Reshape { .. } => "reshape",
-            Op::Expand { .. } => "expand",
-            Op::Transpose { .. } => "transpose",
-            Op::Concat { .. } => "concat",
-            Op::Split { .. } => "split",
-            Op::Slice(_) => "slice",
-            Op::Gather { .. } => "gather",
-            Op::Softmax { .. } => "softmax",
-            Op::Reduce(op, _) => op.name(),
-            Op::LayerNormalization(_) => "layerNormalization",
-            Op::Cast { .. } => "cast",
-            Op::Where => "where",
-            Op::Conv2d(_) => "conv2d",
-            Op::ConvTranspose2d(_) => "convTranspose2d",
-            Op::Pool2d(kind, _) => kind.name(),
-            Op::BatchNormalization(_) => "batchNormalization",
-            Op::InstanceNormalization(_) => "instanceNormalization",
-            Op::Resample2d(_) => "resample2d",
-            Op::QuantizeLinear => "quantizeLinear",
-            Op::DequantizeLinear => "dequantizeLinear",
-            Op::Gru(_) => "gru",
-            Op::GruCell(_) => "gruCell",
-            Op::Lstm(_) => "lstm",
-            Op::LstmCell(_) => "lstmCell",
-            Op::GatherElements { .. } => "gatherElements",
-            Op::GatherNd => "gatherND",
-            Op::ScatterElements { .. } => "scatterElements",
-            Op::ScatterNd => "scatterND",
-            Op::CumulativeSum(_) => "cumulativeSum",
-            Op::Triangular(_) => "triangular",
-            Op::Tile { .. } => "tile",
-            Op::Reverse { .. } => "reverse",
-            Op::Pad(_) => "pad",
-            Op::ArgMinMax(kind, _) => kind.name(),
-        }
+        self.family().name(self)
     }
 }
 
 /// Validates an operator against its inputs and returns its output descriptors.
 pub fn validate(op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
     limits::check_input_count(op, inputs.len())?;
-    match op {
-        Op::Binary(o) => elementwise_binary::validate(*o, inputs),
-        Op::Logical(o) => logical::validate(*o, inputs),
-        Op::Unary(o) => elementwise_unary::validate(*o, inputs),
-        Op::Activation(o) => activation::validate(o, inputs),
-        Op::Matmul => matmul::validate_matmul(inputs),
-        Op::Gemm(o) => matmul::validate_gemm(o, inputs),
-        Op::Reshape { new_shape } => reshape::validate_reshape(new_shape, inputs),
-        Op::Expand { new_shape } => reshape::validate_expand(new_shape, inputs),
-        Op::Transpose { permutation } => transpose::validate(permutation.as_deref(), inputs),
-        Op::Concat { axis } => concat::validate_concat(*axis, inputs),
-        Op::Split { splits, axis } => concat::validate_split(splits, *axis, inputs),
-        Op::Slice(o) => slice::validate(o, inputs),
-        Op::Gather { axis } => gather::validate(*axis, inputs),
-        Op::Softmax { axis } => softmax::validate(*axis, inputs),
-        Op::Reduce(kind, o) => reduce::validate(*kind, o, inputs),
-        Op::LayerNormalization(o) => normalization::validate_layer_normalization(o, inputs),
-        Op::Cast { data_type } => cast::validate(*data_type, inputs),
-        Op::Where => where_op::validate(inputs),
-        Op::Conv2d(o) => conv2d::validate_conv2d(o, inputs),
-        Op::ConvTranspose2d(o) => conv2d::validate_conv_transpose2d(o, inputs),
-        Op::Pool2d(kind, o) => pool2d::validate(*kind, o, inputs),
-        Op::BatchNormalization(o) => batch_normalization::validate_batch_normalization(o, inputs),
-        Op::InstanceNormalization(o) => batch_normalization::validate_instance_normalization(o, inputs),
-        Op::Resample2d(o) => resample2d::validate(o, inputs),
-        Op::QuantizeLinear => quantization::validate_quantize_linear(inputs),
-        Op::DequantizeLinear => quantization::validate_dequantize_linear(inputs),
-        Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => recurrent::validate(op, inputs),
-        Op::GatherElements { axis } => gather::validate_elements(*axis, inputs),
-        Op::GatherNd => gather::validate_nd(inputs),
-        Op::ScatterElements { axis } => scatter::validate_elements(*axis, inputs),
-        Op::ScatterNd => scatter::validate_nd(inputs),
-        Op::CumulativeSum(o) => cumulative_sum::validate(o, inputs),
-        Op::Triangular(_) => triangular::validate(inputs),
-        Op::Tile { repetitions } => tile::validate(repetitions, inputs),
-        Op::Reverse { axes } => reverse::validate(axes.as_deref(), inputs),
-        Op::Pad(o) => pad::validate(o, inputs),
-        Op::ArgMinMax(kind, o) => arg_min_max::validate(*kind, o, inputs),
-    }
+    op.family().validate(op, inputs)
 }
 
 /// Lowers a validated operator to GPU work.
 pub fn lower(op: &Op, request: &LowerRequest) -> Result<Lowering> {
-    match op {
-        Op::Binary(o) => elementwise_binary::lower(*o, request),
-        Op::Logical(o) => logical::lower(*o, request),
-        Op::Unary(o) => elementwise_unary::lower(*o, request),
-        Op::Activation(o) => activation::lower(o, request),
-        Op::Matmul => matmul::lower_matmul(request, None),
-        Op::Gemm(o) => matmul::lower_gemm(o, request, None),
-        Op::Reshape { .. } => Ok(Lowering::Alias),
-        Op::Expand { .. } => reshape::lower_expand(request),
-        Op::Transpose { permutation } => transpose::lower(permutation.as_deref(), request),
-        Op::Concat { axis } => concat::lower_concat(*axis, request),
-        Op::Split { axis, .. } => concat::lower_split(*axis, request),
-        Op::Slice(o) => slice::lower(o, request),
-        Op::Gather { axis } => gather::lower(*axis, request),
-        Op::Softmax { axis } => softmax::lower(*axis, request),
-        Op::Reduce(kind, o) => reduce::lower(*kind, o, request),
-        Op::LayerNormalization(o) => normalization::lower_layer_normalization(o, request),
-        Op::Cast { .. } => cast::lower(request),
-        Op::Where => where_op::lower(request),
-        Op::Conv2d(o) => conv2d::lower_conv2d(o, request, None),
-        Op::ConvTranspose2d(o) => conv2d::lower_conv_transpose2d(o, request, None),
-        Op::Pool2d(kind, o) => pool2d::lower(*kind, o, request),
-        Op::BatchNormalization(o) => batch_normalization::lower_batch_normalization(o, request),
-        Op::InstanceNormalization(o) => batch_normalization::lower_instance_normalization(o, request),
-        Op::Resample2d(o) => resample2d::lower(o, request),
-        Op::QuantizeLinear => quantization::lower_quantize_linear(request),
-        Op::DequantizeLinear => quantization::lower_dequantize_linear(request),
-        Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => recurrent::lower(op, request),
-        Op::GatherElements { axis } => gather::lower_elements(*axis, request),
-        Op::GatherNd => gather::lower_nd(request),
-        Op::ScatterElements { axis } => scatter::lower_elements(*axis, request),
-        Op::ScatterNd => scatter::lower_nd(request),
-        Op::CumulativeSum(o) => cumulative_sum::lower(o, request),
-        Op::Triangular(o) => triangular::lower(o, request),
-        Op::Tile { .. } => tile::lower(request),
-        Op::Reverse { axes } => reverse::lower(axes.as_deref(), request),
-        Op::Pad(o) => pad::lower(o, request),
-        Op::ArgMinMax(kind, o) => arg_min_max::lower(*kind, o, request),
-    }
-}
-
-/// Whether operator input `index` is one whose elements the operator only copies (data movement),
-/// as opposed to indices or conditions that select them.
-fn moves_input(op: &Op, index: usize) -> bool {
-    match op {
-        Op::Reshape { .. }
-        | Op::Expand { .. }
-        | Op::Transpose { .. }
-        | Op::Concat { .. }
-        | Op::Split { .. }
-        | Op::Slice(_)
-        | Op::Tile { .. }
-        | Op::Reverse { .. }
-        | Op::Pad(_)
-        | Op::Triangular(_)
-        | Op::Unary(elementwise_unary::UnaryOp::Identity) => true,
-        Op::Gather { .. } | Op::GatherElements { .. } | Op::GatherNd => index == 0,
-        Op::ScatterElements { .. } | Op::ScatterNd => index == 0 || index == 2,
-        Op::Where => index == 1 || index == 2,
-        _ => false,
-    }
+    op.family().lower(op, request)
 }
 
 /// Computes an operator on the CPU in float64, from the spec's definition. Data movement of
@@ -251,7 +235,7 @@ fn moves_input(op: &Op, index: usize) -> bool {
 /// in f64), and the words are joined again, so that every value stays exact.
 pub fn reference(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
     let wide = outputs.iter().any(|o| o.data_type.is_wide());
-    if !(wide && (0..inputs.len()).any(|k| moves_input(op, k))) {
+    if !(wide && (0..inputs.len()).any(|k| op.family().moves_input(op, k))) {
         return reference_values(op, inputs, outputs);
     }
     let mut words = Vec::new();
@@ -260,7 +244,7 @@ pub fn reference(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) 
         let split = inputs
             .iter()
             .enumerate()
-            .map(|(k, t)| match moves_input(op, k) && t.descriptor.data_type.is_wide() {
+            .map(|(k, t)| match op.family().moves_input(op, k) && t.descriptor.data_type.is_wide() {
                 true => HostTensor::new(t.descriptor.clone(), t.exact.iter().map(|&v| word(v)).collect()),
                 false => Ok(t.clone()),
             })
@@ -285,43 +269,5 @@ pub fn reference(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) 
 }
 
 fn reference_values(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
-    match op {
-        Op::Binary(o) => elementwise_binary::reference(*o, inputs, outputs),
-        Op::Logical(o) => logical::reference(*o, inputs, outputs),
-        Op::Unary(o) => elementwise_unary::reference(*o, inputs, outputs),
-        Op::Activation(o) => activation::reference(o, inputs, outputs),
-        Op::Matmul => matmul::reference_matmul(inputs, outputs),
-        Op::Gemm(o) => matmul::reference_gemm(o, inputs, outputs),
-        Op::Reshape { .. } => reshape::reference_reshape(inputs, outputs),
-        Op::Expand { .. } => reshape::reference_expand(inputs, outputs),
-        Op::Transpose { permutation } => transpose::reference(permutation.as_deref(), inputs, outputs),
-        Op::Concat { axis } => concat::reference_concat(*axis, inputs, outputs),
-        Op::Split { axis, .. } => concat::reference_split(*axis, inputs, outputs),
-        Op::Slice(o) => slice::reference(o, inputs, outputs),
-        Op::Gather { axis } => gather::reference(*axis, inputs, outputs),
-        Op::Softmax { axis } => softmax::reference(*axis, inputs, outputs),
-        Op::Reduce(kind, o) => reduce::reference(*kind, o, inputs, outputs),
-        Op::LayerNormalization(o) => normalization::reference_layer_normalization(o, inputs, outputs),
-        Op::Cast { .. } => cast::reference(inputs, outputs),
-        Op::Where => where_op::reference(inputs, outputs),
-        Op::Conv2d(o) => conv2d::reference_conv2d(o, inputs, outputs),
-        Op::ConvTranspose2d(o) => conv2d::reference_conv_transpose2d(o, inputs, outputs),
-        Op::Pool2d(kind, o) => pool2d::reference(*kind, o, inputs, outputs),
-        Op::BatchNormalization(o) => batch_normalization::reference_batch_normalization(o, inputs, outputs),
-        Op::InstanceNormalization(o) => batch_normalization::reference_instance_normalization(o, inputs, outputs),
-        Op::Resample2d(o) => resample2d::reference(o, inputs, outputs),
-        Op::QuantizeLinear => quantization::reference_quantize_linear(inputs, outputs),
-        Op::DequantizeLinear => quantization::reference_dequantize_linear(inputs, outputs),
-        Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => recurrent::reference(op, inputs, outputs),
-        Op::GatherElements { axis } => gather::reference_elements(*axis, inputs, outputs),
-        Op::GatherNd => gather::reference_nd(inputs, outputs),
-        Op::ScatterElements { axis } => scatter::reference_elements(*axis, inputs, outputs),
-        Op::ScatterNd => scatter::reference_nd(inputs, outputs),
-        Op::CumulativeSum(o) => cumulative_sum::reference(o, inputs, outputs),
-        Op::Triangular(o) => triangular::reference(o, inputs, outputs),
-        Op::Tile { .. } => tile::reference(inputs, outputs),
-        Op::Reverse { axes } => reverse::reference(axes.as_deref(), inputs, outputs),
-        Op::Pad(o) => pad::reference(o, inputs, outputs),
-        Op::ArgMinMax(kind, o) => arg_min_max::reference(*kind, o, inputs, outputs),
-    }
+    op.family().reference(op, inputs, outputs)
 }

@@ -9,6 +9,8 @@ use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reduce::{check_axes, RowReduction, Stat};
 use crate::ops::reference::{coords, linear, round_to, HostTensor};
 use crate::ops::wgsl::{buffer_size, coords_fn, literal, BufRef, ElementwiseKernel, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
+use std::ops::RangeInclusive;
 
 /// `MLLayerNormalizationOptions`; `scale` then `bias` follow the input when present.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -188,4 +190,63 @@ pub fn reference_layer_normalization(
         }
     }
     Ok(vec![HostTensor::new(out.clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "layerNormalization" => Op::LayerNormalization(LayerNormalizationOptions {
+                axes: p.opt_u32s("axes")?,
+                epsilon: p.f64("epsilon")?,
+                has_scale: p.bool("scale")?,
+                has_bias: p.bool("bias")?,
+            }),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::LayerNormalization(_) => "layerNormalization",
+            _ => "",
+        }
+    }
+
+    fn input_count(&self, op: &Op) -> RangeInclusive<usize> {
+        match op {
+            Op::LayerNormalization(o) => {
+                let n = 1 + o.has_scale as usize + o.has_bias as usize;
+                n..=n
+            }
+            _ => 1..=1,
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::LayerNormalization(o) => validate_layer_normalization(o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::LayerNormalization(o) => lower_layer_normalization(o, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::LayerNormalization(o) => reference_layer_normalization(o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }

@@ -14,6 +14,7 @@ use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{MoveKernel, Source};
 use crate::ops::reference::{coords, linear, HostTensor};
 use crate::ops::wgsl::{coords_fn, wide_literal, BufRef, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
 
 /// `MLPaddingMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -156,4 +157,60 @@ pub fn reference(o: &PadOptions, inputs: &[HostTensor], outputs: &[OperandDescri
         })
         .collect();
     Ok(vec![HostTensor::new(out.clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "pad" => Op::Pad(PadOptions {
+                beginning_padding: p.u32s("beginningPadding")?,
+                ending_padding: p.u32s("endingPadding")?,
+                mode: PaddingMode::from_name(&p.string("mode")?)?,
+                value: p.number("value")?,
+            }),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Pad(_) => "pad",
+            _ => "",
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Pad(o) => validate(o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Pad(o) => lower(o, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Pad(o) => reference(o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn moves_input(&self, op: &Op, _index: usize) -> bool {
+        match op {
+            Op::Pad(_) => true,
+            _ => false,
+        }
+    }
 }

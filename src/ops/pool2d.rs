@@ -12,6 +12,7 @@ use crate::ops::conv2d::{conv_output_size, list_or, positive_pair, valid_dimensi
 use crate::ops::limits::{self, OpLimits, FLOATS, SUPPORTED};
 use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::wgsl::{literal, value_type, ElementwiseKernel, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PoolKind {
@@ -326,4 +327,64 @@ pub fn reference(
         }
     }
     Ok(vec![HostTensor::new(out.clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        let pool = |kind| -> Result<Op> {
+            Ok(Op::Pool2d(
+                kind,
+                Pool2dOptions {
+                    window_dimensions: p.opt_u32s("windowDimensions")?,
+                    padding: p.opt_u32s("padding")?,
+                    strides: p.opt_u32s("strides")?,
+                    dilations: p.opt_u32s("dilations")?,
+                    layout: InputLayout::from_name(&p.string("layout")?)?,
+                    output_shape_rounding: RoundingType::from_name(&p.string("outputShapeRounding")?)?,
+                    output_sizes: p.opt_u32s("outputSizes")?,
+                },
+            ))
+        };
+        Ok(match name {
+            "averagePool2d" => pool(PoolKind::Average)?,
+            "l2Pool2d" => pool(PoolKind::L2)?,
+            "maxPool2d" => pool(PoolKind::Max)?,
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Pool2d(kind, _) => kind.name(),
+            _ => "",
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Pool2d(kind, o) => validate(*kind, o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Pool2d(kind, o) => lower(*kind, o, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Pool2d(kind, o) => reference(*kind, o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }

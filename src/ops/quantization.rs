@@ -12,6 +12,8 @@ use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{coords, round_to, HostTensor};
 use crate::ops::wgsl::{coords_fn, ElementwiseKernel, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
+use std::ops::RangeInclusive;
 
 /// The integer types of the quantized side (int4/uint4 are not supported by this implementation).
 const QUANTIZED: &[DataType] = &[DataType::Uint8, DataType::Int8, DataType::Uint32, DataType::Int32];
@@ -189,4 +191,60 @@ pub fn reference_quantize_linear(inputs: &[HostTensor], outputs: &[OperandDescri
         })
         .collect();
     Ok(vec![HostTensor::new(out.clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, _: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "quantizeLinear" => Op::QuantizeLinear,
+            "dequantizeLinear" => Op::DequantizeLinear,
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::QuantizeLinear => "quantizeLinear",
+            Op::DequantizeLinear => "dequantizeLinear",
+            _ => "",
+        }
+    }
+
+    fn input_count(&self, op: &Op) -> RangeInclusive<usize> {
+        match op {
+            Op::QuantizeLinear | Op::DequantizeLinear => 3..=3,
+            _ => 1..=1,
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::QuantizeLinear => validate_quantize_linear(inputs),
+            Op::DequantizeLinear => validate_dequantize_linear(inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::QuantizeLinear => lower_quantize_linear(request),
+            Op::DequantizeLinear => lower_dequantize_linear(request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::QuantizeLinear => reference_quantize_linear(inputs, outputs),
+            Op::DequantizeLinear => reference_dequantize_linear(inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }

@@ -20,7 +20,8 @@ use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::wgsl::{
     binding, load_fn, BufRef, ElementwiseKernel, Launch, LowerRequest, Lowering, F16_HELPERS, WORKGROUP_SIZE,
 };
-use crate::ops::Op;
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
+use std::ops::RangeInclusive;
 
 /// `MLRecurrentNetworkActivation`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -1100,4 +1101,106 @@ pub fn reference(op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) 
             HostTensor::new(out.clone(), data.into_iter().map(|v| round_to(v, out.data_type)).collect())
         })
         .collect()
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "gru" => Op::Gru(GruOptions {
+                steps: p.u32("steps")?,
+                hidden_size: p.u32("hiddenSize")?,
+                has_bias: p.bool("bias")?,
+                has_recurrent_bias: p.bool("recurrentBias")?,
+                has_initial_hidden_state: p.bool("initialHiddenState")?,
+                reset_after: p.bool("resetAfter")?,
+                return_sequence: p.bool("returnSequence")?,
+                direction: RecurrentDirection::from_name(&p.string("direction")?)?,
+                layout: GruWeightLayout::from_name(&p.string("layout")?)?,
+                activations: read_activations(p)?,
+            }),
+            "gruCell" => Op::GruCell(GruCellOptions {
+                hidden_size: p.u32("hiddenSize")?,
+                has_bias: p.bool("bias")?,
+                has_recurrent_bias: p.bool("recurrentBias")?,
+                reset_after: p.bool("resetAfter")?,
+                layout: GruWeightLayout::from_name(&p.string("layout")?)?,
+                activations: read_activations(p)?,
+            }),
+            "lstm" => Op::Lstm(LstmOptions {
+                steps: p.u32("steps")?,
+                hidden_size: p.u32("hiddenSize")?,
+                has_bias: p.bool("bias")?,
+                has_recurrent_bias: p.bool("recurrentBias")?,
+                has_peephole_weight: p.bool("peepholeWeight")?,
+                has_initial_hidden_state: p.bool("initialHiddenState")?,
+                has_initial_cell_state: p.bool("initialCellState")?,
+                return_sequence: p.bool("returnSequence")?,
+                direction: RecurrentDirection::from_name(&p.string("direction")?)?,
+                layout: LstmWeightLayout::from_name(&p.string("layout")?)?,
+                activations: read_activations(p)?,
+            }),
+            "lstmCell" => Op::LstmCell(LstmCellOptions {
+                hidden_size: p.u32("hiddenSize")?,
+                has_bias: p.bool("bias")?,
+                has_recurrent_bias: p.bool("recurrentBias")?,
+                has_peephole_weight: p.bool("peepholeWeight")?,
+                layout: LstmWeightLayout::from_name(&p.string("layout")?)?,
+                activations: read_activations(p)?,
+            }),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Gru(_) => "gru",
+            Op::GruCell(_) => "gruCell",
+            Op::Lstm(_) => "lstm",
+            Op::LstmCell(_) => "lstmCell",
+            _ => "",
+        }
+    }
+
+    fn input_count(&self, op: &Op) -> RangeInclusive<usize> {
+        match op {
+            Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => {
+                let n = crate::ops::recurrent::input_count(op);
+                n..=n
+            }
+            _ => 1..=1,
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => validate(op, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => lower(op, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Gru(_) | Op::GruCell(_) | Op::Lstm(_) | Op::LstmCell(_) => reference(op, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+}
+
+/// `activations`: an optional sequence of `MLRecurrentNetworkActivation`.
+fn read_activations(p: &dyn MethodOptions) -> Result<Option<Vec<RecurrentActivation>>> {
+    p.opt_strings("activations")?.map(|names| names.iter().map(|n| RecurrentActivation::from_name(n)).collect()).transpose()
 }

@@ -18,6 +18,7 @@ use crate::ops::wgsl::{
     binding, buffer_size, elements_per_word, literal, load_fn, packed_bits, value_type, BufRef, ElementwiseKernel,
     Launch, LowerRequest, Lowering, F16_HELPERS,
 };
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ReduceOp {
@@ -499,5 +500,61 @@ fn wrap(v: f64, data_type: DataType) -> f64 {
         DataType::Int32 => (m as u32 as i32) as f64,
         DataType::Uint32 => m,
         _ => round_to(v, data_type),
+    }
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        let reduce = |op| -> Result<Op> {
+            Ok(Op::Reduce(op, ReduceOptions { axes: p.opt_u32s("axes")?, keep_dimensions: p.bool("keepDimensions")? }))
+        };
+        Ok(match name {
+            "reduceL1" => reduce(ReduceOp::L1)?,
+            "reduceL2" => reduce(ReduceOp::L2)?,
+            "reduceLogSum" => reduce(ReduceOp::LogSum)?,
+            "reduceLogSumExp" => reduce(ReduceOp::LogSumExp)?,
+            "reduceMax" => reduce(ReduceOp::Max)?,
+            "reduceMean" => reduce(ReduceOp::Mean)?,
+            "reduceMin" => reduce(ReduceOp::Min)?,
+            "reduceProduct" => reduce(ReduceOp::Product)?,
+            "reduceSum" => reduce(ReduceOp::Sum)?,
+            "reduceSumSquare" => reduce(ReduceOp::SumSquare)?,
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Reduce(op, _) => op.name(),
+            _ => "",
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Reduce(kind, o) => validate(*kind, o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Reduce(kind, o) => lower(*kind, o, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Reduce(kind, o) => reference(*kind, o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
     }
 }

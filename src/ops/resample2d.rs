@@ -13,6 +13,7 @@ use crate::ops::conv2d::valid_dimension;
 use crate::ops::limits::{self, OpLimits, FLOATS};
 use crate::ops::reference::{coords, round_to, HostTensor};
 use crate::ops::wgsl::{coords_fn, ElementwiseKernel, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
 
 /// `MLInterpolationMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -220,4 +221,53 @@ pub fn reference(o: &Resample2dOptions, inputs: &[HostTensor], outputs: &[Operan
         })
         .collect();
     Ok(vec![HostTensor::new(out.clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "resample2d" => Op::Resample2d(Resample2dOptions {
+                mode: InterpolationMode::from_name(&p.string("mode")?)?,
+                scales: p.opt_f64s("scales")?,
+                sizes: p.opt_u32s("sizes")?,
+                axes: p.opt_u32s("axes")?,
+            }),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Resample2d(_) => "resample2d",
+            _ => "",
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Resample2d(o) => validate(o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Resample2d(o) => lower(o, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Resample2d(o) => reference(o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }

@@ -8,6 +8,7 @@ use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::{check_valid_dimensions, MoveKernel, Source};
 use crate::ops::reference::{coords, HostTensor};
 use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, BufRef, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
 
 const MAX_RANK: u32 = crate::operand::MAX_RANK as u32;
 
@@ -93,4 +94,60 @@ pub fn reference_expand(inputs: &[HostTensor], outputs: &[OperandDescriptor]) ->
     let out = &outputs[0];
     let data = (0..out.element_count() as usize).map(|i| inputs[0].at_broadcast(&coords(i, &out.shape))).collect();
     Ok(vec![HostTensor::new(out.clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "reshape" => Op::Reshape { new_shape: p.u32s("newShape")? },
+            "expand" => Op::Expand { new_shape: p.u32s("newShape")? },
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Reshape { .. } => "reshape",
+            Op::Expand { .. } => "expand",
+            _ => "",
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Reshape { new_shape } => validate_reshape(new_shape, inputs),
+            Op::Expand { new_shape } => validate_expand(new_shape, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Reshape { .. } => Ok(Lowering::Alias),
+            Op::Expand { .. } => lower_expand(request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Reshape { .. } => reference_reshape(inputs, outputs),
+            Op::Expand { .. } => reference_expand(inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn moves_input(&self, op: &Op, _index: usize) -> bool {
+        match op {
+            Op::Reshape { .. } | Op::Expand { .. } => true,
+            _ => false,
+        }
+    }
 }

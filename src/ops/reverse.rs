@@ -7,6 +7,7 @@ use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::lower_index_map;
 use crate::ops::reference::{coords, linear, HostTensor};
 use crate::ops::wgsl::{LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -77,4 +78,55 @@ pub fn reference(
         })
         .collect();
     Ok(vec![HostTensor::new(outputs[0].clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "reverse" => Op::Reverse { axes: p.opt_u32s("axes")? },
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Reverse { .. } => "reverse",
+            _ => "",
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Reverse { axes } => validate(axes.as_deref(), inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Reverse { axes } => lower(axes.as_deref(), request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Reverse { axes } => reference(axes.as_deref(), inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn moves_input(&self, op: &Op, _index: usize) -> bool {
+        match op {
+            Op::Reverse { .. } => true,
+            _ => false,
+        }
+    }
 }

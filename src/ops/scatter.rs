@@ -26,6 +26,8 @@ use crate::ops::limits::{self, OpLimits, INDICES, ALL_TYPES};
 use crate::ops::movement::{bits_fn, MoveKernel, Source};
 use crate::ops::reference::{coords, HostTensor};
 use crate::ops::wgsl::{coords_fn, BufRef, Launch, LowerRequest, Lowering, WORKGROUP_SIZE};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
+use std::ops::RangeInclusive;
 
 pub fn limits() -> Vec<OpLimits> {
     let max = MAX_RANK as u32;
@@ -189,4 +191,67 @@ pub fn reference_nd(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Res
         data[start..start + inner].copy_from_slice(slice);
     }
     Ok(vec![HostTensor::new(outputs[0].clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "scatterElements" => Op::ScatterElements { axis: p.u32("axis")? },
+            "scatterND" => Op::ScatterNd,
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::ScatterElements { .. } => "scatterElements",
+            Op::ScatterNd => "scatterND",
+            _ => "",
+        }
+    }
+
+    fn input_count(&self, op: &Op) -> RangeInclusive<usize> {
+        match op {
+            Op::ScatterElements { .. } | Op::ScatterNd => 3..=3,
+            _ => 1..=1,
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::ScatterElements { axis } => validate_elements(*axis, inputs),
+            Op::ScatterNd => validate_nd(inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::ScatterElements { axis } => lower_elements(*axis, request),
+            Op::ScatterNd => lower_nd(request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::ScatterElements { axis } => reference_elements(*axis, inputs, outputs),
+            Op::ScatterNd => reference_nd(inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn moves_input(&self, op: &Op, index: usize) -> bool {
+        match op {
+            Op::ScatterElements { .. } | Op::ScatterNd => index == 0 || index == 2,
+            _ => false,
+        }
+    }
 }

@@ -7,6 +7,7 @@ use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::lower_index_map;
 use crate::ops::reference::{coords, HostTensor};
 use crate::ops::wgsl::{LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
 
 /// `slice`'s arguments and `MLSliceOptions`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -101,4 +102,55 @@ pub fn reference(o: &SliceOptions, inputs: &[HostTensor], outputs: &[OperandDesc
         })
         .collect();
     Ok(vec![HostTensor::new(out.clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "slice" => Op::Slice(SliceOptions { starts: p.u32s("starts")?, sizes: p.u32s("sizes")?, strides: p.opt_u32s("strides")? }),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Slice(_) => "slice",
+            _ => "",
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Slice(o) => validate(o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Slice(o) => lower(o, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Slice(o) => reference(o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn moves_input(&self, op: &Op, _index: usize) -> bool {
+        match op {
+            Op::Slice(_) => true,
+            _ => false,
+        }
+    }
 }

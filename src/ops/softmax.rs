@@ -11,6 +11,7 @@ use crate::ops::movement::outer_inner;
 use crate::ops::reduce::{RowReduction, Stat};
 use crate::ops::reference::{round_to, HostTensor};
 use crate::ops::wgsl::{binding, buffer_size, literal, BufRef, ElementwiseKernel, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -116,4 +117,48 @@ pub fn reference(axis: u32, inputs: &[HostTensor], outputs: &[OperandDescriptor]
         }
     }
     Ok(vec![HostTensor::new(out.clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "softmax" => Op::Softmax { axis: p.u32("axis")? },
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Softmax { .. } => "softmax",
+            _ => "",
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Softmax { axis } => validate(*axis, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Softmax { axis } => lower(*axis, request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Softmax { axis } => reference(*axis, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }

@@ -8,6 +8,7 @@ use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::movement::lower_index_map;
 use crate::ops::reference::{coords, HostTensor};
 use crate::ops::wgsl::{LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -62,4 +63,55 @@ pub fn reference(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result
         })
         .collect();
     Ok(vec![HostTensor::new(out.clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "tile" => Op::Tile { repetitions: p.u32s("repetitions")? },
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Tile { .. } => "tile",
+            _ => "",
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Tile { repetitions } => validate(repetitions, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Tile { .. } => lower(request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Tile { .. } => reference(inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn moves_input(&self, op: &Op, _index: usize) -> bool {
+        match op {
+            Op::Tile { .. } => true,
+            _ => false,
+        }
+    }
 }

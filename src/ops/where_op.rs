@@ -6,6 +6,8 @@ use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::limits::{self, OpLimits, ALL_TYPES};
 use crate::ops::reference::{map_broadcast, HostTensor};
 use crate::ops::wgsl::{broadcast_offset_fn, coords_fn, ElementwiseKernel, LowerRequest, Lowering};
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
+use std::ops::RangeInclusive;
 
 pub fn limits() -> Vec<OpLimits> {
     vec![OpLimits {
@@ -67,4 +69,62 @@ pub fn lower(request: &LowerRequest) -> Result<Lowering> {
 
 pub fn reference(inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
     map_broadcast(inputs, &outputs[0], |v| if v[0] != 0.0 { v[1] } else { v[2] })
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, _: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "where" => Op::Where,
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Where => "where",
+            _ => "",
+        }
+    }
+
+    fn input_count(&self, op: &Op) -> RangeInclusive<usize> {
+        match op {
+            Op::Where => 3..=3,
+            _ => 1..=1,
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Where => validate(inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Where => lower(request),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Where => reference(inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn moves_input(&self, op: &Op, index: usize) -> bool {
+        match op {
+            Op::Where => index == 1 || index == 2,
+            _ => false,
+        }
+    }
 }

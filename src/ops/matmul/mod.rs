@@ -50,6 +50,8 @@ use crate::ops::wgsl::{
     binding, broadcast_offset_fn, coords_fn, elements_per_word, literal, load_fn, BufRef, DeviceTraits, ElementwiseKernel,
     Launch, LowerRequest, Lowering, F16_HELPERS,
 };
+use crate::ops::{not_this_family, MethodOptions, Op, OpFamily};
+use std::ops::RangeInclusive;
 
 /// `MLGemmOptions`; `c` is passed as a third input when `has_c`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -688,4 +690,70 @@ pub fn reference_gemm(
         }
     }
     Ok(vec![HostTensor::new(out.clone(), data)?])
+}
+
+/// The registry's entry for this file's operators (see [`OpFamily`]).
+pub struct Family;
+
+impl OpFamily for Family {
+    fn limits(&self) -> Vec<OpLimits> {
+        limits()
+    }
+
+    fn from_options(&self, name: &str, p: &dyn MethodOptions) -> Result<Op> {
+        Ok(match name {
+            "matmul" => Op::Matmul,
+            "gemm" => Op::Gemm(GemmOptions {
+                alpha: p.f64("alpha")?,
+                beta: p.f64("beta")?,
+                a_transpose: p.bool("aTranspose")?,
+                b_transpose: p.bool("bTranspose")?,
+                has_c: p.bool("c")?,
+            }),
+            other => return Err(crate::ops::unknown_method(other)),
+        })
+    }
+
+    fn name(&self, op: &Op) -> &'static str {
+        match op {
+            Op::Matmul => "matmul",
+            Op::Gemm(_) => "gemm",
+            _ => "",
+        }
+    }
+
+    fn input_count(&self, op: &Op) -> RangeInclusive<usize> {
+        match op {
+            Op::Matmul => 2..=2,
+            Op::Gemm(o) => {
+                let n = 2 + o.has_c as usize;
+                n..=n
+            }
+            _ => 1..=1,
+        }
+    }
+
+    fn validate(&self, op: &Op, inputs: &[&OperandDescriptor]) -> Result<Vec<OperandDescriptor>> {
+        match op {
+            Op::Matmul => validate_matmul(inputs),
+            Op::Gemm(o) => validate_gemm(o, inputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
+        match op {
+            Op::Matmul => lower_matmul(request, None),
+            Op::Gemm(o) => lower_gemm(o, request, None),
+            _ => Err(not_this_family(op)),
+        }
+    }
+
+    fn reference(&self, op: &Op, inputs: &[HostTensor], outputs: &[OperandDescriptor]) -> Result<Vec<HostTensor>> {
+        match op {
+            Op::Matmul => reference_matmul(inputs, outputs),
+            Op::Gemm(o) => reference_gemm(o, inputs, outputs),
+            _ => Err(not_this_family(op)),
+        }
+    }
 }
