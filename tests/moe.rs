@@ -2,7 +2,8 @@
 //! expert budget, where experts go to the "disk" tier and stream back from the weight file
 //! (float16 widened on the GPU), must be the PyTorch reference's tokens
 //! (www/models/moe/reference.json); so must lru-host, where they come back from host copies
-//! without reading the file, and the standard-only rebuild baseline.
+//! without reading the file, the standard-only rebuild baseline, and the fused mode (the routing
+//! and the chosen experts in one graph a token).
 #![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 #[allow(dead_code)]
@@ -78,4 +79,14 @@ fn the_standard_only_rebuild_baseline_decodes_the_reference_tokens() {
     let (m, _) = decode(Mode::Rebuild, None);
     assert_eq!(m.stats.builds, m.stats.expert_uses);
     assert_eq!(m.ctx.memory_info().bytes_streamed_from_disk, 0, "the baseline reads the file itself");
+}
+
+#[test]
+fn the_fused_mode_routes_on_the_gpu_and_decodes_the_reference_tokens() {
+    // The router's top-2, their weights and the chosen experts' weights all come from one graph
+    // a token: no expert graph exists, and the tokens and logits are the reference's.
+    let (m, swap_ins) = decode(Mode::Fused, Some(true));
+    assert_eq!(swap_ins, 0);
+    assert_eq!(m.resident_experts(), (0, 32), "no expert graphs: the token graph holds every expert");
+    assert_eq!(m.stats.expert_misses, 0);
 }

@@ -73,7 +73,7 @@ fn parse_args() -> Result<Args> {
     let mut runs = Vec::new();
     for mode in modes {
         match mode {
-            Mode::Resident | Mode::Rebuild | Mode::RebuildHost => runs.push((mode, 1.0)),
+            Mode::Resident | Mode::Fused | Mode::Rebuild | Mode::RebuildHost => runs.push((mode, 1.0)),
             _ => runs.extend(budgets.iter().map(|&b| (mode, b))),
         }
     }
@@ -200,7 +200,7 @@ fn run() -> Result<()> {
         println!(
             "| {} | {} | {:.2} | {} | {} | {:.1} MB | {} / {} | {} | {} / {} | {} |",
             r.mode.name(),
-            if r.mode == Mode::Resident || r.mode.rebuilds() {
+            if matches!(r.mode, Mode::Resident | Mode::Fused) || r.mode.rebuilds() {
                 "-".to_string()
             } else {
                 format!("{}%", r.budget * 100.0)

@@ -7,6 +7,9 @@
 //! Memory modes for the expert graphs (the other graphs, which every token runs, have the
 //! `High` eviction priority, so a budget evicts experts first):
 //! - `Resident`: every graph resident, no budget.
+//! - `Fused`: every weight resident and the routing on the GPU: one graph a token picks the top-k
+//!   experts (argMax, where), their softmax weights, and gathers the chosen experts' weights from
+//!   per-layer stacks, so a token is one dispatch and one read back (www/moe's "fused").
 //! - `Lru`: the context's memory budget = non-expert bytes + fraction x expert bytes; the runtime
 //!   evicts the least recently dispatched graphs.
 //! - `Explicit`: the caller manages it: `swap_in()` before an expert's use and, after each layer,
@@ -26,6 +29,9 @@ use std::rc::Rc;
 use webnn_wgpu::graph::{DataType, GraphBuilder, Operand, OperandDescriptor};
 use webnn_wgpu::memory::{EvictionPriority, Residency};
 use webnn_wgpu::ops::activation::Activation;
+use webnn_wgpu::ops::arg_min_max::{ArgKind, ArgMinMaxOptions};
+use webnn_wgpu::ops::logical::LogicalOp;
+use webnn_wgpu::ops::slice::SliceOptions;
 use webnn_wgpu::ops::elementwise_binary::BinaryOp;
 use webnn_wgpu::ops::elementwise_unary::UnaryOp;
 use webnn_wgpu::ops::matmul::GemmOptions;
@@ -42,6 +48,9 @@ const MASKED: f32 = -1e9;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Resident,
+    /// Every weight resident and the routing on the GPU: one graph a token (see
+    /// [`build_token_graph`]), one dispatch and one read back.
+    Fused,
     Lru,
     /// `lru` with a `hostMemoryBudget` that holds every weight: evicted experts go to their
     /// host copies (the "host" tier) instead of their file.
@@ -52,11 +61,13 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 6] = [Mode::Resident, Mode::Lru, Mode::LruHost, Mode::Explicit, Mode::Rebuild, Mode::RebuildHost];
+    pub const ALL: [Mode; 7] =
+        [Mode::Resident, Mode::Fused, Mode::Lru, Mode::LruHost, Mode::Explicit, Mode::Rebuild, Mode::RebuildHost];
 
     pub fn name(self) -> &'static str {
         match self {
             Mode::Resident => "resident",
+            Mode::Fused => "fused",
             Mode::Lru => "lru",
             Mode::LruHost => "lru-host",
             Mode::Explicit => "explicit",
@@ -74,7 +85,7 @@ impl Mode {
         Mode::ALL
             .into_iter()
             .find(|m| m.name() == name)
-            .ok_or_else(|| Error::Type(format!("mode '{name}': expected resident, lru, lru-host, explicit, rebuild or rebuild-host")))
+            .ok_or_else(|| Error::Type(format!("mode '{name}': expected resident, fused, lru, lru-host, explicit, rebuild or rebuild-host")))
     }
 }
 
@@ -403,6 +414,8 @@ struct Tensors {
     onehot: Tensor,
     keep: Tensor,
     logits: Tensor,
+    /// The fused mode's output: the logits, then the experts chosen in every layer.
+    out: Tensor,
     /// Per layer, two ping-pong copies of the key and value caches, laid out as the attention's
     /// matmuls read them: keys [kv_heads * head_dim, max_seq], values [kv_heads, max_seq, head_dim].
     keys: Vec<[Tensor; 2]>,
@@ -455,7 +468,7 @@ impl<'w> Moe<'w> {
         // context builds the shared graphs and one expert, since the budget is a context option.
         let probe = Context::new(ContextOptions::default());
         let probe = pollster::block_on(probe)?;
-        let shared = Shared::build(&probe, &config, Constants::File(weights))?;
+        let shared = Shared::build(&probe, &config, Constants::File(weights), false)?;
         // Flushed first: staging buffers of float16 widened on the GPU live until a submission.
         pollster::block_on(probe.flush())?;
         let non_expert_bytes = probe.memory_info().device_bytes;
@@ -478,7 +491,7 @@ impl<'w> Moe<'w> {
             Mode::RebuildHost => Constants::Host(weights),
             _ => Constants::File(weights),
         };
-        let Shared { t, attention, final_graph } = Shared::build(&ctx, &config, constants)?;
+        let Shared { t, attention, final_graph } = Shared::build(&ctx, &config, constants, mode == Mode::Fused)?;
         // Every token runs these: the budget evicts experts before them.
         for g in attention.iter().chain([&final_graph]) {
             g.set_eviction_priority(EvictionPriority::High);
@@ -503,7 +516,7 @@ impl<'w> Moe<'w> {
             let mut row = Vec::new();
             for e in 0..m.c.n_experts {
                 let graph = match mode {
-                    Mode::Rebuild => None,
+                    Mode::Rebuild | Mode::Fused => None,
                     Mode::RebuildHost => {
                         for w in ["w1", "w3", "w2"] {
                             weights.host(&format!("layers.{l}.moe.experts.{e}.{w}.weight"))?;
@@ -584,8 +597,11 @@ impl<'w> Moe<'w> {
         ctx.write_tensor(&t.keep, &bytes(&keep))?;
         ctx.write_tensor(&t.token, &(token as i32).to_le_bytes())?;
         let io = |name: &str, t: &Tensor| (name.to_string(), t.clone());
-        let mut cur = 0;
         let now = (self.pos % 2) as usize;
+        if self.mode == Mode::Fused {
+            return self.fused_step(now);
+        }
+        let mut cur = 0;
         for l in 0..c.n_layers as usize {
             let t = &self.t;
             let residual = if l == 0 { io("token", &t.token) } else { io("x", &t.x[cur]) };
@@ -661,6 +677,32 @@ impl<'w> Moe<'w> {
         let logits = floats(&pollster::block_on(ctx.read_tensor(&t.logits))?);
         self.pos += 1;
         Ok(logits)
+    }
+
+    /// The fused mode's token (inputs written by `step`): one dispatch, one read back.
+    fn fused_step(&mut self, now: usize) -> Result<Vec<f32>> {
+        let (c, t) = (&self.c, &self.t);
+        let io = |name: String, t: &Tensor| (name, t.clone());
+        let mut inputs = vec![
+            io("token".into(), &t.token),
+            io("cos".into(), &t.cos),
+            io("sin".into(), &t.sin),
+            io("mask".into(), &t.mask),
+            io("onehot".into(), &t.onehot),
+            io("keep".into(), &t.keep),
+        ];
+        let mut outputs = vec![io("out".into(), &t.out)];
+        for l in 0..c.n_layers as usize {
+            inputs.push(io(format!("keys.{l}"), &t.keys[l][now]));
+            inputs.push(io(format!("values.{l}"), &t.values[l][now]));
+            outputs.push(io(format!("keys.{l}"), &t.keys[l][1 - now]));
+            outputs.push(io(format!("values.{l}"), &t.values[l][1 - now]));
+        }
+        self.ctx.dispatch(&self.final_graph, &inputs, &outputs)?;
+        let out = floats(&pollster::block_on(self.ctx.read_tensor(&t.out))?);
+        self.stats.expert_uses += (c.n_layers * c.top_k) as u64;
+        self.pos += 1;
+        Ok(out[..c.vocab as usize].to_vec())
     }
 
     /// What one expert use costs outside the token loop, in seconds (median of `reps`), each
@@ -760,10 +802,10 @@ struct Shared {
 }
 
 impl Shared {
-    fn build(ctx: &Context, c: &Config, constants: Constants) -> Result<Shared> {
-        let (d, h, hkv, hd, s) = (c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.max_seq);
+    /// `fused`: the token graph of the fused mode instead of the per-layer graphs.
+    fn build(ctx: &Context, c: &Config, constants: Constants, fused: bool) -> Result<Shared> {
+        let (d, hkv, hd, s) = (c.d_model, c.n_kv_heads, c.head_dim, c.max_seq);
         let kv_width = hkv * hd;
-        let rep = h / hkv;
         let tensor = |data_type: DataType, shape: &[u32], readable: bool, writable: bool| {
             let operand = OperandDescriptor::new(data_type, shape.to_vec());
             pollster::block_on(ctx.create_tensor(TensorDescriptor { operand, readable, writable }))
@@ -787,69 +829,32 @@ impl Shared {
             onehot: tensor(f, &[1, s], false, true)?,
             keep: tensor(f, &[1, s], false, true)?,
             logits: tensor(f, &[1, c.vocab], true, false)?,
+            out: tensor(f, &[1, c.vocab + c.n_layers * c.top_k], true, false)?,
             keys,
             values,
         };
 
+        if let (true, Constants::File(weights)) = (fused, constants) {
+            let final_graph = build_token_graph(ctx, c, weights)?;
+            return Ok(Shared { t, attention: Vec::new(), final_graph });
+        }
         let mut attention = Vec::new();
         for l in 0..c.n_layers {
-            let p = format!("layers.{l}.");
             let mut g = G::new(ctx, constants)?;
+            let ins = StepInputs::new(&mut g, c, &[l])?;
             // The first layer's graph starts from the token's embedding row, gathered on the GPU
             // (a dispatch fewer a token than a graph of its own).
-            let x = if l == 0 {
-                let token = g.b.input("token", OperandDescriptor::new(DataType::Int32, vec![1]))?;
-                let table = g.weight("embed.weight")?;
-                g.b.operator1(Op::Gather { axis: 0 }, &[table, token], "")?
-            } else {
-                g.input("x", &[1, d])?
+            let x = match ins.token {
+                Some(token) => g.embedding(token)?,
+                None => g.input("x", &[1, d])?,
             };
-            let cos = g.input("cos", &[1, hd])?;
-            let sin = g.input("sin", &[1, hd])?;
-            let mask = g.input("mask", &[1, s])?;
-            let onehot = g.input("onehot", &[1, s])?;
-            let keep = g.input("keep", &[1, s])?;
-            let k_in = g.input("keys", &[kv_width, s])?;
-            let v_in = g.input("values", &[hkv, s, hd])?;
-            let hn = g.rmsnorm(x, &format!("{p}attn_norm.weight"), c.norm_eps)?;
-            let q = g.linear(hn, &format!("{p}attn.wq.weight"))?;
-            let swap = g.half_swap(hd)?;
-            let q = g.reshape(q, &[h, hd])?;
-            let q = g.rope(q, cos, sin, swap)?;
-            let k = g.linear(hn, &format!("{p}attn.wk.weight"))?;
-            let k = g.reshape(k, &[hkv, hd])?;
-            let k = g.rope(k, cos, sin, swap)?;
-            let k = g.reshape(k, &[kv_width, 1])?;
-            let v = g.linear(hn, &format!("{p}attn.wv.weight"))?;
-            let v = g.reshape(v, &[hkv, 1, hd])?;
-            // The cache entry at this position takes the new k / v; every other entry is kept (0/1).
-            let (kk, kn) = (g.mul(k_in, keep)?, g.mul(k, onehot)?);
-            let keys = g.add(kk, kn)?;
-            let (keep3, onehot3) = (g.reshape(keep, &[1, s, 1])?, g.reshape(onehot, &[1, s, 1])?);
-            let (vk, vn) = (g.mul(v_in, keep3)?, g.mul(v, onehot3)?);
-            let values = g.add(vk, vn)?;
-            // GQA: query head i = kv head i / rep, so [H, hd] -> [Hkv, rep, hd] against [Hkv, hd, S].
-            let q3 = g.reshape(q, &[hkv, rep, hd])?;
-            let k3 = g.reshape(keys, &[hkv, hd, s])?;
-            let v3 = values;
-            let scores = g.b.operator1(Op::Matmul, &[q3, k3], "")?;
-            let scale = g.scalar(1.0 / (hd as f64).sqrt())?;
-            let scores = g.mul(scores, scale)?;
-            let scores = g.add(scores, mask)?;
-            let probs = g.b.operator1(Op::Softmax { axis: 2 }, &[scores], "")?;
-            let heads = g.b.operator1(Op::Matmul, &[probs, v3], "")?;
-            let heads = g.reshape(heads, &[1, h * hd])?;
-            let o = g.linear(heads, &format!("{p}attn.wo.weight"))?;
-            let x_out = g.add(x, o)?;
-            let hr = g.rmsnorm(x_out, &format!("{p}moe_norm.weight"), c.norm_eps)?;
-            let logits = g.linear(hr, &format!("{p}moe.router.weight"))?;
-            attention.push(g.build(&[("x", x_out), ("keys", keys), ("values", values), ("h", hr), ("logits", logits)])?);
+            let a = g.attention(c, l, x, &ins, ins.keys[0], ins.values[0])?;
+            attention.push(g.build(&[("x", a.x), ("keys", a.keys), ("values", a.values), ("h", a.h), ("logits", a.logits)])?);
         }
 
         let mut g = G::new(ctx, constants)?;
         let x = g.input("x", &[1, d])?;
-        let normed = g.rmsnorm(x, "norm.weight", c.norm_eps)?;
-        let logits = g.linear(normed, "lm_head.weight")?;
+        let logits = g.lm_head(c, x)?;
         let final_graph = g.build(&[("logits", logits)])?;
         Ok(Shared { t, attention, final_graph })
     }
@@ -872,6 +877,196 @@ fn build_expert(ctx: &Context, c: &Config, constants: Constants, l: u32, e: u32)
     let scaled = g.mul(weight, down)?;
     let y = g.add(x, scaled)?;
     g.build(&[("x", y)])
+}
+
+/// The inputs a token's step reads: the token (in layer 0's graph), the RoPE and mask rows, and
+/// the key and value caches of `layers` (named keys/values for one layer, keys.<l>/values.<l>
+/// for several).
+struct StepInputs {
+    token: Option<Operand>,
+    cos: Operand,
+    sin: Operand,
+    mask: Operand,
+    onehot: Operand,
+    keep: Operand,
+    keys: Vec<Operand>,
+    values: Vec<Operand>,
+}
+
+impl StepInputs {
+    fn new(g: &mut G, c: &Config, layers: &[u32]) -> Result<StepInputs> {
+        let (hkv, hd, s) = (c.n_kv_heads, c.head_dim, c.max_seq);
+        let token = match layers.first() {
+            Some(0) => Some(g.b.input("token", OperandDescriptor::new(DataType::Int32, vec![1]))?),
+            _ => None,
+        };
+        let (cos, sin) = (g.input("cos", &[1, hd])?, g.input("sin", &[1, hd])?);
+        let (mask, onehot, keep) = (g.input("mask", &[1, s])?, g.input("onehot", &[1, s])?, g.input("keep", &[1, s])?);
+        let name = |what: &str, l: u32| if layers.len() == 1 { what.to_string() } else { format!("{what}.{l}") };
+        let (mut keys, mut values) = (Vec::new(), Vec::new());
+        for &l in layers {
+            keys.push(g.input(&name("keys", l), &[hkv * hd, s])?);
+            values.push(g.input(&name("values", l), &[hkv, s, hd])?);
+        }
+        Ok(StepInputs { token, cos, sin, mask, onehot, keep, keys, values })
+    }
+}
+
+/// What a layer's attention block gives: the residual stream after it, the caches with this
+/// position's entry, the experts' normed input and the router logits.
+struct Attention {
+    x: Operand,
+    keys: Operand,
+    values: Operand,
+    h: Operand,
+    logits: Operand,
+}
+
+impl G<'_> {
+    /// The token's embedding row [1, d_model], gathered on the GPU.
+    fn embedding(&mut self, token: Operand) -> Result<Operand> {
+        let table = self.weight("embed.weight")?;
+        self.b.operator1(Op::Gather { axis: 0 }, &[table, token], "")
+    }
+
+    /// Layer l's attention on the residual stream x, then the router's norm and logits.
+    fn attention(&mut self, c: &Config, l: u32, x: Operand, ins: &StepInputs, k_in: Operand, v_in: Operand) -> Result<Attention> {
+        let g = self;
+        let (h, hkv, hd, s) = (c.n_heads, c.n_kv_heads, c.head_dim, c.max_seq);
+        let (kv_width, rep) = (hkv * hd, h / hkv);
+        let (cos, sin, mask, onehot, keep) = (ins.cos, ins.sin, ins.mask, ins.onehot, ins.keep);
+        let p = format!("layers.{l}.");
+        let hn = g.rmsnorm(x, &format!("{p}attn_norm.weight"), c.norm_eps)?;
+        let q = g.linear(hn, &format!("{p}attn.wq.weight"))?;
+        let swap = g.half_swap(hd)?;
+        let q = g.reshape(q, &[h, hd])?;
+        let q = g.rope(q, cos, sin, swap)?;
+        let k = g.linear(hn, &format!("{p}attn.wk.weight"))?;
+        let k = g.reshape(k, &[hkv, hd])?;
+        let k = g.rope(k, cos, sin, swap)?;
+        let k = g.reshape(k, &[kv_width, 1])?;
+        let v = g.linear(hn, &format!("{p}attn.wv.weight"))?;
+        let v = g.reshape(v, &[hkv, 1, hd])?;
+        // The cache entry at this position takes the new k / v; every other entry is kept (0/1).
+        let (kk, kn) = (g.mul(k_in, keep)?, g.mul(k, onehot)?);
+        let keys = g.add(kk, kn)?;
+        let (keep3, onehot3) = (g.reshape(keep, &[1, s, 1])?, g.reshape(onehot, &[1, s, 1])?);
+        let (vk, vn) = (g.mul(v_in, keep3)?, g.mul(v, onehot3)?);
+        let values = g.add(vk, vn)?;
+        // GQA: query head i = kv head i / rep, so [H, hd] -> [Hkv, rep, hd] against [Hkv, hd, S].
+        let q3 = g.reshape(q, &[hkv, rep, hd])?;
+        let k3 = g.reshape(keys, &[hkv, hd, s])?;
+        let scores = g.b.operator1(Op::Matmul, &[q3, k3], "")?;
+        let scale = g.scalar(1.0 / (hd as f64).sqrt())?;
+        let scores = g.mul(scores, scale)?;
+        let scores = g.add(scores, mask)?;
+        let probs = g.b.operator1(Op::Softmax { axis: 2 }, &[scores], "")?;
+        let heads = g.b.operator1(Op::Matmul, &[probs, values], "")?;
+        let heads = g.reshape(heads, &[1, h * hd])?;
+        let o = g.linear(heads, &format!("{p}attn.wo.weight"))?;
+        let x_out = g.add(x, o)?;
+        let hr = g.rmsnorm(x_out, &format!("{p}moe_norm.weight"), c.norm_eps)?;
+        let logits = g.linear(hr, &format!("{p}moe.router.weight"))?;
+        Ok(Attention { x: x_out, keys, values, h: hr, logits })
+    }
+
+    /// The final norm and the vocabulary logits [1, vocab].
+    fn lm_head(&mut self, c: &Config, x: Operand) -> Result<Operand> {
+        let normed = self.rmsnorm(x, "norm.weight", c.norm_eps)?;
+        self.linear(normed, "lm_head.weight")
+    }
+
+    /// Layer l's experts as the router picks them, on the GPU (www/moe's routedExperts()): the
+    /// top-k logits by argMax, each taken out of the next pick by `where`, their softmax as the
+    /// weights, and each chosen expert's weights gathered from the layer's stacks and applied as
+    /// the expert graphs apply theirs, in pick order. Returns x after the experts and the chosen
+    /// indices [top_k] (int32).
+    fn routed_experts(&mut self, c: &Config, weights: &Weights, l: u32, x: Operand, h: Operand, logits: Operand) -> Result<(Operand, Operand)> {
+        let g = self;
+        let (e, k) = (c.n_experts, c.top_k);
+        let iota: Vec<u8> = (0..e as i32).flat_map(|i| i.to_le_bytes()).collect();
+        let iota = g.b.constant(OperandDescriptor::new(DataType::Int32, vec![1, e]), &iota)?;
+        let excluded = g.b.constant(f32s(&[1]), &bytes(&[f32::NEG_INFINITY]))?;
+        let arg_max = ArgMinMaxOptions { axis: 1, keep_dimensions: false, output_data_type: DataType::Int32 };
+        let (mut picks, mut rest) = (Vec::new(), logits);
+        for i in 0..k {
+            let pick = g.b.operator1(Op::ArgMinMax(ArgKind::Max, arg_max), &[rest], "")?;
+            picks.push(pick);
+            if i + 1 < k {
+                let pick2 = g.reshape(pick, &[1, 1])?;
+                let taken = g.b.operator1(Op::Logical(LogicalOp::Equal), &[iota, pick2], "")?;
+                rest = g.b.operator1(Op::Where, &[taken, excluded, rest], "")?;
+            }
+        }
+        let chosen = if k == 1 { picks[0] } else { g.b.operator1(Op::Concat { axis: 0 }, &picks, "")? };
+        let picked = g.b.operator1(Op::Gather { axis: 1 }, &[logits, chosen], "")?;
+        let route_weights = g.b.operator1(Op::Softmax { axis: 1 }, &[picked], "")?;
+        let stacks = [g.expert_stack(c, weights, l, "w1")?, g.expert_stack(c, weights, l, "w3")?, g.expert_stack(c, weights, l, "w2")?];
+        // An expert's weight [out, in], gathered: gemm(h, W, bTranspose) as linear() applies it.
+        let linear = |g: &mut G, input: Operand, stack: Operand, pick: Operand| -> Result<Operand> {
+            let shape = g.b.descriptor(stack)?.shape[1..].to_vec();
+            let weight = g.b.operator1(Op::Gather { axis: 0 }, &[stack, pick], "")?;
+            let weight = g.reshape(weight, &shape)?;
+            g.b.operator1(Op::Gemm(GemmOptions { b_transpose: true, ..GemmOptions::default() }), &[input, weight], "")
+        };
+        let mut x = x;
+        for (i, &pick) in picks.iter().enumerate() {
+            let gate = linear(g, h, stacks[0], pick)?;
+            let up = linear(g, h, stacks[1], pick)?;
+            let sigmoid = g.b.operator1(Op::Activation(Activation::Sigmoid), &[gate], "")?;
+            let silu = g.mul(gate, sigmoid)?;
+            let inner = g.mul(silu, up)?;
+            let down = linear(g, inner, stacks[2], pick)?;
+            let slice = SliceOptions { starts: vec![0, i as u32], sizes: vec![1, 1], strides: None };
+            let weight = g.b.operator1(Op::Slice(slice), &[route_weights], "")?;
+            let scaled = g.mul(weight, down)?;
+            x = g.add(x, scaled)?;
+        }
+        Ok((x, chosen))
+    }
+
+    /// Layer l's expert weights `w` (w1, w3 or w2) of every expert, stacked [n_experts, out, in]
+    /// (float32, widened from the file on the CPU).
+    fn expert_stack(&mut self, c: &Config, weights: &Weights, l: u32, w: &str) -> Result<Operand> {
+        let (mut stack, mut shape) = (Vec::new(), Vec::new());
+        for e in 0..c.n_experts {
+            weights.read(&format!("layers.{l}.moe.experts.{e}.{w}.weight"), |s, b| {
+                shape = s.to_vec();
+                stack.extend_from_slice(b);
+                Ok(())
+            })?;
+        }
+        self.b.constant(f32s(&[[c.n_experts].as_slice(), &shape].concat()), &stack)
+    }
+}
+
+/// The fused mode's one graph a token: every layer's attention and routed experts, then the final
+/// logits, with the chosen experts appended: output "out" is [1, vocab + n_layers * top_k] (the
+/// indices as float32, exact), so a token needs one dispatch and one read back.
+fn build_token_graph(ctx: &Context, c: &Config, weights: &Weights) -> Result<Graph> {
+    let mut g = G::new(ctx, Constants::File(weights))?;
+    let layers: Vec<u32> = (0..c.n_layers).collect();
+    let ins = StepInputs::new(&mut g, c, &layers)?;
+    let token = ins.token.ok_or_else(|| Error::Type("the token graph starts at layer 0".into()))?;
+    let mut x = g.embedding(token)?;
+    let mut outputs = Vec::new();
+    let mut chosen = Vec::new();
+    for &l in &layers {
+        let a = g.attention(c, l, x, &ins, ins.keys[l as usize], ins.values[l as usize])?;
+        outputs.push((format!("keys.{l}"), a.keys));
+        outputs.push((format!("values.{l}"), a.values));
+        let (after, picks) = g.routed_experts(c, weights, l, a.x, a.h, a.logits)?;
+        x = after;
+        chosen.push(picks);
+    }
+    let routes = g.b.operator1(Op::Concat { axis: 0 }, &chosen, "")?;
+    let routes = g.reshape(routes, &[1, c.n_layers * c.top_k])?;
+    let routes = g.b.operator1(Op::Cast { data_type: DataType::Float32 }, &[routes], "")?;
+    let logits = g.lm_head(c, x)?;
+    let out = g.b.operator1(Op::Concat { axis: 1 }, &[logits, routes], "")?;
+    outputs.push(("out".to_string(), out));
+    let named: Vec<(&str, Operand)> = outputs.iter().map(|(n, o)| (n.as_str(), *o)).collect();
+    g.build(&named)
 }
 
 /// reference.json: per prompt its ids, greedy tokens and last-position logits.

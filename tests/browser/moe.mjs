@@ -9,7 +9,7 @@
 // file (a clear error, the model kept) and the demo model with its config.json (loaded and
 // decoding the reference tokens). In the lru-host mode (hostMemoryBudget) expert misses must come
 // back from host copies: no bytes streamed from the file after loading.
-//   node tests/browser/moe.mjs [--mode lru|lru-host|resident|explicit|rebuild] [--budget 0.25] [--tokens 64] [--webnn cpu]
+//   node tests/browser/moe.mjs [--mode lru|lru-host|resident|fused|explicit|rebuild] [--budget 0.25] [--tokens 64] [--webnn cpu]
 //   node tests/browser/moe.mjs --sweep [--tokens 16]   every mode at budgets 1, 0.5, 0.25, 0.125
 // --webnn cpu runs the page on the CPU stand-in (www/moe/cpu_standin.mjs) instead of the
 // wasm package. Exit status 0 when every check passes.
@@ -173,8 +173,8 @@ const { browser, url, close } = await start(ROOT);
 const rows = [];
 try {
   if (args.sweep) {
-    for (const mode of ["resident", "lru", "lru-host", "explicit", "rebuild"]) {
-      for (const budget of mode === "resident" || mode === "rebuild" ? [1] : [1, 0.5, 0.25, 0.125]) {
+    for (const mode of ["resident", "fused", "lru", "lru-host", "explicit", "rebuild"]) {
+      for (const budget of ["resident", "fused", "rebuild"].includes(mode) ? [1] : [1, 0.5, 0.25, 0.125]) {
         rows.push(await runConfiguration(browser, url, mode, budget, false));
       }
     }

@@ -214,7 +214,7 @@ function draw() {
 
 async function loadModel() {
   const mode = $("mode").value;
-  const budgetFraction = mode === "resident" ? 1 : Number($("budget").value);
+  const budgetFraction = mode === "resident" || mode === "fused" ? 1 : Number($("budget").value);
   state.model?.destroy();
   state.model = null;
   $("generate").disabled = true;
@@ -340,7 +340,7 @@ async function main() {
   if (params.has("budget")) $("budget").value = params.get("budget");
   const showBudget = () => {
     $("budgetText").textContent = `${Number($("budget").value) * 100}% of the expert bytes`;
-    $("budget").disabled = $("mode").value === "resident" || $("mode").value === "rebuild";
+    $("budget").disabled = ["resident", "fused", "rebuild"].includes($("mode").value);
   };
   showBudget();
   $("mode").onchange = () => { showBudget(); reload(); };

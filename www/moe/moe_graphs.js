@@ -20,6 +20,12 @@
 // Memory modes for the expert graphs (the other graphs, which every token runs, have the "high"
 // evictionPriority, so a budget evicts experts first):
 // - "resident": every graph resident, no budget.
+// - "fused": every weight resident, and the routing on the GPU: one graph a token runs every
+//   layer's attention, picks the top-2 experts (argMax, then where() to take the first pick out),
+//   their weights (softmax over the two logits) and gathers the chosen experts' weights from
+//   per-layer stacks [n_experts, out, in] built from the file's bytes (routedExperts()). A token
+//   is one dispatch and one read back, where the other modes read every layer's router logits
+//   back to choose which expert graphs to dispatch: the way to decode when all experts fit.
 // - "lru": the context's memoryBudget = non-expert bytes + fraction x expert bytes; the runtime
 //   evicts the least recently dispatched graphs (docs/EXTENSIONS.md's budget). Evicted experts go to
 //   the "disk" tier: a miss re-reads the expert from the file.
@@ -35,7 +41,7 @@
 //   dispatches it and destroys it.
 import { checkTensors, tensorFloat32, route, ropeAngles, parseSafetensors } from "./model.js";
 
-export const MODES = ["resident", "lru", "lru-host", "explicit", "rebuild"];
+export const MODES = ["resident", "fused", "lru", "lru-host", "explicit", "rebuild"];
 const MASKED = -1e9; // additive attention mask for cache rows after the current position
 
 const desc = (shape) => ({ dataType: "float32", shape });
@@ -230,7 +236,7 @@ export class WebnnMoe {
   async init() {
     const c = this.c;
     const count = c.n_layers * c.n_experts;
-    const total = c.n_layers + 1 + count;
+    const total = this.mode === "fused" ? 2 : c.n_layers + 1 + count;
     let done = 0;
     const progress = () => this.onProgress?.(++done, total);
     const budgetOf = () => Math.round(this.nonExpertBytes + this.budgetFraction * this.expertGraphBytes * count);
@@ -254,7 +260,7 @@ export class WebnnMoe {
     await this.buildShared(progress);
     if (this.extensions) this.nonExpertBytes ??= this.context.memoryInfo().deviceBytes;
 
-    for (let l = 0; l < c.n_layers; l++) {
+    for (let l = 0; l < c.n_layers && this.mode !== "fused"; l++) {
       for (let e = 0; e < c.n_experts; e++) {
         const slot = this.experts[l][e];
         if (this.mode === "rebuild") {
@@ -287,9 +293,8 @@ export class WebnnMoe {
   async buildShared(progress) {
     const c = this.c;
     const ctx = this.context;
-    const { d_model: d, n_heads: H, n_kv_heads: Hkv, head_dim: hd, max_seq: S } = c;
+    const { d_model: d, n_kv_heads: Hkv, head_dim: hd, max_seq: S } = c;
     const kvWidth = Hkv * hd;
-    const rep = H / Hkv;
     const tensor = (shape, flags, dataType = "float32") => ctx.createTensor({ dataType, shape, ...flags });
     const rw = { readable: true, writable: true };
     this.t = {
@@ -305,6 +310,8 @@ export class WebnnMoe {
       onehot: await tensor([1, S], { writable: true }),
       keep: await tensor([1, S], { writable: true }),
       logits: await tensor([1, c.vocab], { readable: true }),
+      // The fused mode's output: the logits, then the chosen experts of every layer.
+      out: this.mode === "fused" ? await tensor([1, c.vocab + c.n_layers * c.top_k], { readable: true }) : null,
       keys: [],
       values: [],
     };
@@ -319,55 +326,185 @@ export class WebnnMoe {
     // than two graphs: a dispatch costs about 50 µs of wgpu CPU time on the H200).
     this.attention = [];
     for (let l = 0; l < c.n_layers; l++) {
+      if (this.mode === "fused") break;
       this.attention.push(await this.graph(`attention.${l}`, async () => {
-        const p = `layers.${l}.`;
         const g = this.graphs();
         const b = g.b;
+        const ins = this.stepInputs(b, [l]);
         // The first layer's graph starts from the token's embedding row, gathered on the GPU (a
         // dispatch fewer a token than a graph of its own).
-        const x = l === 0
-          ? b.gather(await this.weight(b, "embed.weight"), b.input("token", { dataType: "int32", shape: [1] }), { axis: 0 })
-          : b.input("x", desc([1, d]));
-        const cos = b.input("cos", desc([1, hd]));
-        const sin = b.input("sin", desc([1, hd]));
-        const mask = b.input("mask", desc([1, S]));
-        const onehot = b.input("onehot", desc([1, S]));
-        const keep = b.input("keep", desc([1, S]));
-        const kIn = b.input("keys", desc([kvWidth, S]));
-        const vIn = b.input("values", desc([Hkv, S, hd]));
-        const h = await g.rmsnorm(x, p + "attn_norm.weight", c.norm_eps);
-        const q = g.rope(b.reshape(await g.linear(h, p + "attn.wq.weight"), [H, hd]), cos, sin);
-        const k = b.reshape(g.rope(b.reshape(await g.linear(h, p + "attn.wk.weight"), [Hkv, hd]), cos, sin), [kvWidth, 1]);
-        const v = b.reshape(await g.linear(h, p + "attn.wv.weight"), [Hkv, 1, hd]);
-        // The cache entry at this position takes the new k / v; every other entry is kept (exact: 0/1).
-        const keys = b.add(b.mul(kIn, keep), b.mul(k, onehot));
-        const values = b.add(b.mul(vIn, b.reshape(keep, [1, S, 1])), b.mul(v, b.reshape(onehot, [1, S, 1])));
-        // GQA: query head i = kv head i / rep, so [H, hd] -> [Hkv, rep, hd] against [Hkv, hd, S].
-        const q3 = b.reshape(q, [Hkv, rep, hd]);
-        const k3 = b.reshape(keys, [Hkv, hd, S]);
-        const v3 = values;
-        const scores = b.add(b.mul(b.matmul(q3, k3), g.scalar(1 / Math.sqrt(hd))), mask);
-        const heads = b.reshape(b.matmul(b.softmax(scores, 2), v3), [1, H * hd]);
-        const xOut = b.add(x, await g.linear(heads, p + "attn.wo.weight"));
-        const hr = await g.rmsnorm(xOut, p + "moe_norm.weight", c.norm_eps);
-        const logits = await g.linear(hr, p + "moe.router.weight");
-        return b.build({ x: xOut, keys, values, h: hr, logits });
+        const x = l === 0 ? await this.embedding(g, ins.token) : b.input("x", desc([1, d]));
+        const { xOut, keys, values, h, logits } = await this.attentionBlock(g, l, x, ins, ins.keys[l], ins.values[l]);
+        return b.build({ x: xOut, keys, values, h, logits });
       }));
       progress();
     }
+    if (this.mode === "fused") {
+      this.token = await this.graph("token", () => this.buildTokenGraph());
+      progress();
+    }
 
-    this.final = await this.graph("final", async () => {
+    this.final = this.mode === "fused" ? null : await this.graph("final", async () => {
       const g = this.graphs();
       const b = g.b;
-      const x = b.input("x", desc([1, d]));
-      const normed = await g.rmsnorm(x, "norm.weight", c.norm_eps);
-      return b.build({ logits: await g.linear(normed, "lm_head.weight") });
+      return b.build({ logits: await this.lmHead(g, b.input("x", desc([1, d]))) });
     });
     // Every token runs these: under a memoryBudget the runtime evicts experts before them.
-    for (const graph of [...this.attention, this.final]) {
+    for (const graph of [...this.attention, this.final ?? this.token]) {
       if ("evictionPriority" in graph) graph.evictionPriority = "high";
     }
     progress();
+  }
+
+  /**
+   * The inputs a token's step reads, on builder `b`: the token, the RoPE and mask rows, and the
+   * key and value caches of `layers` (named keys/values for one layer, keys.<l>/values.<l> for
+   * several).
+   */
+  stepInputs(b, layers) {
+    const { n_kv_heads: Hkv, head_dim: hd, max_seq: S } = this.c;
+    const name = (what, l) => (layers.length === 1 ? what : `${what}.${l}`);
+    const ins = {
+      token: layers[0] === 0 ? b.input("token", { dataType: "int32", shape: [1] }) : null,
+      cos: b.input("cos", desc([1, hd])),
+      sin: b.input("sin", desc([1, hd])),
+      mask: b.input("mask", desc([1, S])),
+      onehot: b.input("onehot", desc([1, S])),
+      keep: b.input("keep", desc([1, S])),
+      keys: [],
+      values: [],
+    };
+    for (const l of layers) {
+      ins.keys[l] = b.input(name("keys", l), desc([Hkv * hd, S]));
+      ins.values[l] = b.input(name("values", l), desc([Hkv, S, hd]));
+    }
+    return ins;
+  }
+
+  /** The token's embedding row [1, d_model], gathered on the GPU. */
+  async embedding(g, token) {
+    return g.b.gather(await this.weight(g.b, "embed.weight"), token, { axis: 0 });
+  }
+
+  /**
+   * Layer l's attention on the residual stream x, then the router's norm and logits: the new
+   * residual xOut, the caches with this position's entry, h (the normed input of the experts) and
+   * the router logits [1, n_experts].
+   */
+  async attentionBlock(g, l, x, ins, kIn, vIn) {
+    const c = this.c;
+    const b = g.b;
+    const { n_heads: H, n_kv_heads: Hkv, head_dim: hd, max_seq: S } = c;
+    const kvWidth = Hkv * hd;
+    const rep = H / Hkv;
+    const { cos, sin, mask, onehot, keep } = ins;
+    const p = `layers.${l}.`;
+    const h = await g.rmsnorm(x, p + "attn_norm.weight", c.norm_eps);
+    const q = g.rope(b.reshape(await g.linear(h, p + "attn.wq.weight"), [H, hd]), cos, sin);
+    const k = b.reshape(g.rope(b.reshape(await g.linear(h, p + "attn.wk.weight"), [Hkv, hd]), cos, sin), [kvWidth, 1]);
+    const v = b.reshape(await g.linear(h, p + "attn.wv.weight"), [Hkv, 1, hd]);
+    // The cache entry at this position takes the new k / v; every other entry is kept (exact: 0/1).
+    const keys = b.add(b.mul(kIn, keep), b.mul(k, onehot));
+    const values = b.add(b.mul(vIn, b.reshape(keep, [1, S, 1])), b.mul(v, b.reshape(onehot, [1, S, 1])));
+    // GQA: query head i = kv head i / rep, so [H, hd] -> [Hkv, rep, hd] against [Hkv, hd, S].
+    const q3 = b.reshape(q, [Hkv, rep, hd]);
+    const k3 = b.reshape(keys, [Hkv, hd, S]);
+    const scores = b.add(b.mul(b.matmul(q3, k3), g.scalar(1 / Math.sqrt(hd))), mask);
+    const heads = b.reshape(b.matmul(b.softmax(scores, 2), values), [1, H * hd]);
+    const xOut = b.add(x, await g.linear(heads, p + "attn.wo.weight"));
+    const hr = await g.rmsnorm(xOut, p + "moe_norm.weight", c.norm_eps);
+    const logits = await g.linear(hr, p + "moe.router.weight");
+    return { xOut, keys, values, h: hr, logits };
+  }
+
+  /** The final norm and the vocabulary logits [1, vocab] of the residual stream x. */
+  async lmHead(g, x) {
+    return g.linear(await g.rmsnorm(x, "norm.weight", this.c.norm_eps), "lm_head.weight");
+  }
+
+  /**
+   * Layer l's experts as the router picks them, on the GPU (the fused mode): the top_k logits by
+   * argMax, each taken out of the next pick by `where` (ties: argMax's choice, the lowest index
+   * here), their softmax as the weights, and each chosen expert's weights gathered from the
+   * layer's stacks [n_experts, out, in] and applied as the expert graphs apply theirs, in pick
+   * order: x + weight_i * w2_i(silu(w1_i h) * w3_i h). Returns the new x and the chosen indices
+   * [top_k] (int32).
+   */
+  async routedExperts(g, l, x, h, logits) {
+    const c = this.c;
+    const b = g.b;
+    const E = c.n_experts;
+    const k = c.top_k;
+    const iota = b.constant({ dataType: "int32", shape: [1, E] }, Int32Array.from({ length: E }, (_, e) => e));
+    const excluded = b.constant(desc([1]), new Float32Array([-Infinity]));
+    const picks = [];
+    let rest = logits;
+    for (let i = 0; i < k; i++) {
+      const pick = b.argMax(rest, 1); // [1] int32
+      picks.push(pick);
+      if (i + 1 < k) rest = b.where(b.equal(iota, b.reshape(pick, [1, 1])), excluded, rest);
+    }
+    const chosen = k === 1 ? picks[0] : b.concat(picks, 0); // [k]
+    const weights = b.softmax(b.gather(logits, chosen, { axis: 1 }), 1); // [1, k]
+    const stacks = Object.fromEntries(["w1", "w3", "w2"].map((w) => [w, this.expertStack(b, l, w)]));
+    // An expert's weight [out, in], gathered: gemm(h, W, {bTranspose: true}) as linear() applies it.
+    const linear = (input, w, pick) => {
+      const stack = stacks[w];
+      const weight = b.reshape(b.gather(stack, pick, { axis: 0 }), stack.shape.slice(1));
+      return b.gemm(input, weight, { bTranspose: true });
+    };
+    for (let i = 0; i < k; i++) {
+      const gate = linear(h, "w1", picks[i]);
+      const up = linear(h, "w3", picks[i]);
+      const down = linear(b.mul(b.mul(gate, b.sigmoid(gate)), up), "w2", picks[i]);
+      x = b.add(x, b.mul(b.slice(weights, [0, i], [1, 1]), down));
+    }
+    return { x, chosen };
+  }
+
+  /** Layer l's expert weights `w` (w1, w3 or w2) of every expert, stacked: [n_experts, out, in]. */
+  expertStack(b, l, w) {
+    const c = this.c;
+    const names = Array.from({ length: c.n_experts }, (_, e) => `layers.${l}.moe.experts.${e}.${w}.weight`);
+    const shape = this.file.tensors.get(names[0]).shape;
+    const size = shape[0] * shape[1];
+    const data = new Float32Array(c.n_experts * size);
+    names.forEach((name, e) => data.set(tensorFloat32(this.file, name), e * size));
+    return b.constant(desc([c.n_experts, ...shape]), data);
+  }
+
+  /**
+   * The fused mode's one graph a token: every layer's attention and routed experts, then the
+   * final logits, with the chosen experts appended: output "out" is [1, vocab + n_layers * top_k]
+   * (the indices as float32, exact), so that a token needs one dispatch and one read back.
+   */
+  async buildTokenGraph() {
+    const c = this.c;
+    // The expert stacks are built from the file's bytes: a download is read back from its OPFS
+    // copy once it is committed.
+    if (this.streamed) await this.openedWeights();
+    const read = !this.file;
+    await this.jsFile();
+    const g = this.graphs();
+    const b = g.b;
+    const layers = Array.from({ length: c.n_layers }, (_, l) => l);
+    const ins = this.stepInputs(b, layers);
+    let x = await this.embedding(g, ins.token);
+    const outputs = {};
+    const chosen = [];
+    for (const l of layers) {
+      const a = await this.attentionBlock(g, l, x, ins, ins.keys[l], ins.values[l]);
+      outputs[`keys.${l}`] = a.keys;
+      outputs[`values.${l}`] = a.values;
+      const routed = await this.routedExperts(g, l, a.xOut, a.h, a.logits);
+      x = routed.x;
+      chosen.push(routed.chosen);
+    }
+    const routes = b.cast(b.reshape(b.concat(chosen, 0), [1, c.n_layers * c.top_k]), "float32");
+    outputs.out = b.concat([await this.lmHead(g, x), routes], 1);
+    const graph = await b.build(outputs);
+    if (read && this.streamed) this.file = null; // the bytes are in the graph's constants now
+    return graph;
   }
 
   /**
@@ -438,6 +575,7 @@ export class WebnnMoe {
     ctx.writeTensor(T.keep, onehot.map((v) => 1 - v));
     if (!Number.isInteger(token) || token < 0 || token >= c.vocab) throw new RangeError(`token ${token} is not in 0..${c.vocab - 1}`);
     ctx.writeTensor(T.token, new Int32Array([token]));
+    if (this.mode === "fused") return this.fusedStep();
     let cur = 0; // T.x[cur] holds the residual stream
     const toDestroy = [];
     this.lastRoutes = [];
@@ -482,6 +620,40 @@ export class WebnnMoe {
     while (toDestroy.length) toDestroy.pop().destroy();
     this.pos += 1;
     return out;
+  }
+
+  /** The fused mode's token: one dispatch, one read back (the inputs are written by step()). */
+  async fusedStep() {
+    const c = this.c;
+    const T = this.t;
+    const now = this.pos % 2;
+    const inputs = { token: T.token, cos: T.cos, sin: T.sin, mask: T.mask, onehot: T.onehot, keep: T.keep };
+    const outputs = { out: T.out };
+    for (let l = 0; l < c.n_layers; l++) {
+      inputs[`keys.${l}`] = T.keys[l][now];
+      inputs[`values.${l}`] = T.values[l][now];
+      outputs[`keys.${l}`] = T.keys[l][1 - now];
+      outputs[`values.${l}`] = T.values[l][1 - now];
+    }
+    this.countMiss(this.token);
+    this.context.dispatch(this.token, inputs, outputs);
+    const out = new Float32Array(await this.context.readTensor(T.out));
+    // The chosen experts, for the page's grid (their weights stay on the GPU).
+    this.lastRoutes = [];
+    for (let l = 0; l < c.n_layers; l++) {
+      const routes = [];
+      for (let i = 0; i < c.top_k; i++) {
+        const expert = out[c.vocab + l * c.top_k + i];
+        routes.push({ expert, weight: null });
+        const slot = this.experts[l][expert];
+        slot.hits++;
+        slot.lastUsed = ++this.clock;
+        this.expertUses++;
+      }
+      this.lastRoutes.push(routes);
+    }
+    this.pos += 1;
+    return out.subarray(0, c.vocab);
   }
 
   countMiss(graph) {
