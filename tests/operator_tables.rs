@@ -110,6 +110,8 @@ impl MethodOptions for NoOptions {
 
 #[test]
 fn the_registry_maps_every_builder_method_to_an_operator_of_that_name() {
+    let names: Vec<&str> = limits::all().iter().map(|l| l.name).collect();
+    assert_eq!(names.len(), limits_names().len(), "two families declare the same method: {names:?}");
     for name in limits_names() {
         match ops::from_options(&name, &NoOptions) {
             Ok(op) => assert_eq!(op.name(), name, "{name}() records {op:?}"),

@@ -1,41 +1,15 @@
 //! The operator registry. Each operator family lives in one file with its options, its
 //! validation (the spec's steps, returning the output descriptors), its WGSL lowering, its float64
-//! reference and its `opSupportLimits()` entry. This file routes [`Op`] to the family, and runs
-//! the references of data movement on int64/uint64 values one 32-bit word at a time.
+//! reference, its `opSupportLimits()` entry and its [`OpFamily`]; `operators!` below lists the
+//! families, one line each with the [`Op`] variants they define. This file routes an operator to
+//! its family and a builder method to the family that records it, and runs the references of data
+//! movement on int64/uint64 values one 32-bit word at a time.
 
-pub mod activation;
-pub mod arg_min_max;
-pub mod batch_normalization;
-pub mod cast;
-pub mod concat;
-pub mod conv2d;
-pub mod cumulative_sum;
-pub mod elementwise_binary;
-pub mod elementwise_unary;
 pub mod fusion;
-pub mod gather;
 pub mod limits;
-pub mod logical;
-pub mod matmul;
 pub mod movement;
-pub mod normalization;
-pub mod pad;
-pub mod pool2d;
-pub mod quantization;
-pub mod recurrent;
-pub mod reduce;
 pub mod reference;
-pub mod resample2d;
-pub mod reshape;
-pub mod reverse;
-pub mod scatter;
-pub mod slice;
-pub mod softmax;
-pub mod tile;
-pub mod transpose;
-pub mod triangular;
 pub mod wgsl;
-pub mod where_op;
 
 use std::ops::RangeInclusive;
 
@@ -47,7 +21,7 @@ pub use wgsl::{BufRef, Launch, LowerRequest, Lowering};
 
 /// What an operator family (one file of `ops/`) provides for its operators: the registry routes
 /// every [`Op`] to its family through [`Op::family`], and every builder method to the family
-/// whose `limits()` name it. Adding an operator is its family file plus one line of
+/// whose `limits()` name it. Adding an operator is its family file plus its family's line of
 /// `operators!` below (docs/DESIGN.md, "Adding an operator").
 pub trait OpFamily: Sync {
     /// The family's `opSupportLimits()` members; their names are its builder methods.
@@ -121,16 +95,14 @@ fn methods() -> &'static [(&'static str, &'static dyn OpFamily)] {
         let mut table: Vec<(&'static str, &'static dyn OpFamily)> =
             FAMILIES.iter().flat_map(|&family| family.limits().into_iter().map(move |l| (l.name, family))).collect();
         table.sort_by_key(|(name, _)| *name);
-        table.dedup_by_key(|(name, _)| *name);
         table
     })
 }
 
-/// Every operator's limits (`opSupportLimits()`), sorted by name, with no repeats.
+/// Every operator's limits (`opSupportLimits()`), sorted by name.
 pub(crate) fn all_limits() -> Vec<OpLimits> {
     let mut all: Vec<OpLimits> = FAMILIES.iter().flat_map(|family| family.limits()).collect();
     all.sort_by_key(|l| l.name);
-    all.dedup_by_key(|l| l.name);
     all
 }
 
@@ -144,72 +116,64 @@ pub(crate) fn not_this_family(op: &Op) -> Error {
     Error::Unknown(format!("internal error: {op:?} was routed to another operator family"))
 }
 
-/// Declares [`Op`], one variant per line with the family file that defines it, and the routing
-/// from an operator to its family.
+/// Declares the operator families, one line each: the family's file in `ops/` and the [`Op`]
+/// variants it defines; the routing from an operator to its family follows.
 macro_rules! operators {
-    ($($variant:ident $(($($tuple:ty),*))? $({$($field:ident: $field_type:ty),*})? => $family:ident,)*) => {
+    ($($family:ident: $($variant:ident $(($($tuple:ty),*))? $({$($field:ident: $field_type:ty),*})?),+;)*) => {
+        $(pub mod $family;)*
+
         /// One operator with its options. Optional operand inputs (gemm's `c`, normalization's
         /// `scale`/`bias`) are flagged in the options and appended to the operator's input list.
         #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
         pub enum Op {
-            $($variant $(($($tuple),*))? $({$($field: $field_type),*})?,)*
+            $($($variant $(($($tuple),*))? $({$($field: $field_type),*})?,)+)*
         }
 
         impl Op {
             /// The family that defines the operator.
             pub fn family(&self) -> &'static dyn OpFamily {
                 match self {
-                    $(Op::$variant { .. } => &$family::Family,)*
+                    $($(Op::$variant { .. } => &$family::Family,)+)*
                 }
             }
         }
 
-        /// Every family, once per operator of it.
+        /// Every family.
         const FAMILIES: &[&dyn OpFamily] = &[$(&$family::Family,)*];
     };
 }
 
 operators! {
-    Binary(elementwise_binary::BinaryOp) => elementwise_binary,
-    Logical(logical::LogicalOp) => logical,
-    Unary(elementwise_unary::UnaryOp) => elementwise_unary,
-    Activation(activation::Activation) => activation,
-    Matmul => matmul,
-    Gemm(matmul::GemmOptions) => matmul,
-    Reshape { new_shape: Vec<u32> } => reshape,
-    Expand { new_shape: Vec<u32> } => reshape,
-    Transpose { permutation: Option<Vec<u32>> } => transpose,
-    Concat { axis: u32 } => concat,
-    Split { splits: concat::Splits, axis: u32 } => concat,
-    Slice(slice::SliceOptions) => slice,
-    Gather { axis: u32 } => gather,
-    Softmax { axis: u32 } => softmax,
-    Reduce(reduce::ReduceOp, reduce::ReduceOptions) => reduce,
-    LayerNormalization(normalization::LayerNormalizationOptions) => normalization,
-    Cast { data_type: crate::operand::DataType } => cast,
-    Where => where_op,
-    Conv2d(conv2d::Conv2dOptions) => conv2d,
-    ConvTranspose2d(conv2d::ConvTranspose2dOptions) => conv2d,
-    Pool2d(pool2d::PoolKind, pool2d::Pool2dOptions) => pool2d,
-    BatchNormalization(batch_normalization::BatchNormalizationOptions) => batch_normalization,
-    InstanceNormalization(batch_normalization::InstanceNormalizationOptions) => batch_normalization,
-    Resample2d(resample2d::Resample2dOptions) => resample2d,
-    QuantizeLinear => quantization,
-    DequantizeLinear => quantization,
-    Gru(recurrent::GruOptions) => recurrent,
-    GruCell(recurrent::GruCellOptions) => recurrent,
-    Lstm(recurrent::LstmOptions) => recurrent,
-    LstmCell(recurrent::LstmCellOptions) => recurrent,
-    GatherElements { axis: u32 } => gather,
-    GatherNd => gather,
-    ScatterElements { axis: u32 } => scatter,
-    ScatterNd => scatter,
-    CumulativeSum(cumulative_sum::CumulativeSumOptions) => cumulative_sum,
-    Triangular(triangular::TriangularOptions) => triangular,
-    Tile { repetitions: Vec<u32> } => tile,
-    Reverse { axes: Option<Vec<u32>> } => reverse,
-    Pad(pad::PadOptions) => pad,
-    ArgMinMax(arg_min_max::ArgKind, arg_min_max::ArgMinMaxOptions) => arg_min_max,
+    elementwise_binary: Binary(elementwise_binary::BinaryOp);
+    logical: Logical(logical::LogicalOp);
+    elementwise_unary: Unary(elementwise_unary::UnaryOp);
+    activation: Activation(activation::Activation);
+    matmul: Matmul, Gemm(matmul::GemmOptions);
+    reshape: Reshape { new_shape: Vec<u32> }, Expand { new_shape: Vec<u32> };
+    transpose: Transpose { permutation: Option<Vec<u32>> };
+    concat: Concat { axis: u32 }, Split { splits: concat::Splits, axis: u32 };
+    slice: Slice(slice::SliceOptions);
+    gather: Gather { axis: u32 }, GatherElements { axis: u32 }, GatherNd;
+    softmax: Softmax { axis: u32 };
+    reduce: Reduce(reduce::ReduceOp, reduce::ReduceOptions);
+    normalization: LayerNormalization(normalization::LayerNormalizationOptions);
+    cast: Cast { data_type: crate::operand::DataType };
+    where_op: Where;
+    conv2d: Conv2d(conv2d::Conv2dOptions), ConvTranspose2d(conv2d::ConvTranspose2dOptions);
+    pool2d: Pool2d(pool2d::PoolKind, pool2d::Pool2dOptions);
+    batch_normalization: BatchNormalization(batch_normalization::BatchNormalizationOptions),
+        InstanceNormalization(batch_normalization::InstanceNormalizationOptions);
+    resample2d: Resample2d(resample2d::Resample2dOptions);
+    quantization: QuantizeLinear, DequantizeLinear;
+    recurrent: Gru(recurrent::GruOptions), GruCell(recurrent::GruCellOptions), Lstm(recurrent::LstmOptions),
+        LstmCell(recurrent::LstmCellOptions);
+    scatter: ScatterElements { axis: u32 }, ScatterNd;
+    cumulative_sum: CumulativeSum(cumulative_sum::CumulativeSumOptions);
+    triangular: Triangular(triangular::TriangularOptions);
+    tile: Tile { repetitions: Vec<u32> };
+    reverse: Reverse { axes: Option<Vec<u32>> };
+    pad: Pad(pad::PadOptions);
+    arg_min_max: ArgMinMax(arg_min_max::ArgKind, arg_min_max::ArgMinMaxOptions);
 }
 
 impl Op {
