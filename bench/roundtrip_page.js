@@ -2,7 +2,8 @@
 // roundtrip.html for a browser driven without Node, such as on the GPU machine): a small
 // tensor's dispatch + readTensor through navigator.ml beside the same work in plain WebGPU.
 
-/** Resolves to [[path, ms], ...]: the median over batches of 20 round trips of each batch's mean. */
+/** Resolves to [[path, ms], ...]: per path the median of three interleaved rounds, each the median
+ * over batches of 20 round trips of each batch's mean. */
 export async function run({ repeats, elements }) {
   const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1]; };
   // performance.now() is coarse outside cross-origin isolation (0.1 ms): each sample is the
@@ -32,17 +33,17 @@ export async function run({ repeats, elements }) {
   const xT = await context.createTensor({ ...desc, writable: true });
   const yT = await context.createTensor({ ...desc, readable: true });
   const shifted = (i) => x.map((v) => v + i);
-  const rows = [];
-  rows.push(['ours: readTensor', await time(async () => { await context.readTensor(yT); })]);
-  rows.push(['ours: dispatch + readTensor', await time(async () => {
+  const paths = [];
+  paths.push(['ours: readTensor', async () => { await context.readTensor(yT); }]);
+  paths.push(['ours: dispatch + readTensor', async () => {
     context.dispatch(graph, { x: xT }, { y: yT });
     await context.readTensor(yT);
-  })]);
-  rows.push(['ours: writeTensor + dispatch + readTensor', await time(async (i) => {
+  }]);
+  paths.push(['ours: writeTensor + dispatch + readTensor', async (i) => {
     context.writeTensor(xT, shifted(i));
     context.dispatch(graph, { x: xT }, { y: yT });
     expect(new Float32Array(await context.readTensor(yT)), i);
-  })]);
+  }]);
 
   // Plain WebGPU: the same kernel and sizes on the page's own device.
   const adapter = await navigator.gpu.requestAdapter();
@@ -83,17 +84,23 @@ export async function run({ repeats, elements }) {
     pass.end();
     device.queue.submit([enc.finish()]);
   };
-  rows.push(['plain: copy + mapAsync (one staging buffer)', await time(() => read(readback))]);
-  rows.push(['plain: copy + mapAsync (new staging buffer each time)', await time(async () => {
+  paths.push(['plain: copy + mapAsync (one staging buffer)', () => read(readback)]);
+  paths.push(['plain: copy + mapAsync (new staging buffer each time)', async () => {
     const staging = device.createBuffer({ size: bytes, usage: U.MAP_READ | U.COPY_DST });
     await read(staging);
     staging.destroy();
-  })]);
-  rows.push(['plain: writeBuffer + dispatch + copy + mapAsync', await time(async (i) => {
+  }]);
+  paths.push(['plain: writeBuffer + dispatch + copy + mapAsync', async (i) => {
     device.queue.writeBuffer(xb, 0, shifted(i));
     dispatch();
     expect(await read(readback), i);
-  })]);
+  }]);
+  // Interleaved: every path once a round, three rounds, so that a change of load or of the
+  // browser's pacing falls on all of them; the row is the median of its rounds.
+  const rounds = paths.map(() => []);
+  for (let round = 0; round < 3; round++) {
+    for (const [k, [, fn]] of paths.entries()) rounds[k].push(await time(fn));
+  }
   device.destroy();
-  return rows;
+  return paths.map(([name], k) => [name, median(rounds[k])]);
 }
