@@ -31,7 +31,8 @@ pub enum OpGroupKind<'a> {
     Fused(Fused<'a>),
 }
 
-fn enabled() -> bool {
+/// Whether operators are fused (both backends): `WEBNN_WGPU_FUSION=0` turns it off natively.
+pub fn enabled() -> bool {
     cfg!(target_arch = "wasm32") || std::env::var("WEBNN_WGPU_FUSION").map(|v| v != "0").unwrap_or(true)
 }
 

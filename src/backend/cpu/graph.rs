@@ -9,6 +9,7 @@ use std::rc::Rc;
 use crate::backend::cpu::buffer::Buffer;
 use crate::backend::cpu::context::CpuContext;
 use crate::backend::cpu::kernel::{Kernel, Memory};
+use crate::backend::cpu::kernels::chain::{Chain, ChainArg, ChainNode};
 use crate::backend::cpu::tensor::CpuTensor;
 use crate::backend::check_dispatch;
 use crate::error::{Error, Result};
@@ -67,15 +68,6 @@ impl CpuGraph {
             .ok_or_else(|| Error::Type("a constant MLTensor used by the graph is destroyed".into()))?;
             constants.push((index, shared));
         }
-        let mut last_use = vec![0usize; descriptors.len()];
-        for (i, operator) in operators.iter().enumerate() {
-            for &input in &operator.inputs {
-                last_use[input] = i;
-            }
-        }
-        for &output in outputs.values() {
-            last_use[output] = usize::MAX;
-        }
         // Constants, and reshapes of them (the same bytes): their kernels may keep them packed.
         let mut constant: Vec<bool> = sources.iter().map(|s| matches!(s, OperandSource::Constant(_))).collect();
         for operator in &operators {
@@ -83,16 +75,41 @@ impl CpuGraph {
                 constant[*output] = constant[*input];
             }
         }
-        let steps = operators
-            .into_iter()
-            .map(|operator| {
+        let graph_outputs: Vec<usize> = outputs.values().copied().collect();
+        let groups = chains(&descriptors, &operators, &graph_outputs);
+        // The step that reads each operator's inputs: a chain's last operator reads those of
+        // every operator of the chain.
+        let mut reader: Vec<usize> = (0..operators.len()).collect();
+        for group in groups.iter().filter(|g| g.len() > 1) {
+            let last = group[group.len() - 1];
+            group.iter().for_each(|&m| reader[m] = last);
+        }
+        let mut last_use = vec![0usize; descriptors.len()];
+        for (i, operator) in operators.iter().enumerate() {
+            for &input in &operator.inputs {
+                last_use[input] = last_use[input].max(reader[i]);
+            }
+        }
+        for &output in outputs.values() {
+            last_use[output] = usize::MAX;
+        }
+        let kernels = (0..operators.len())
+            .map(|i| {
+                let group = &groups[i];
+                if group.len() > 1 {
+                    return Ok(chain_kernel(&operators, group));
+                }
+                if reader[i] != i {
+                    return Ok(Kernel::Absorbed);
+                }
+                let operator = &operators[i];
                 let input_descriptors: Vec<&OperandDescriptor> = operator.inputs.iter().map(|&i| &descriptors[i]).collect();
                 let output_descriptors: Vec<&OperandDescriptor> = operator.outputs.iter().map(|&o| &descriptors[o]).collect();
                 let constant: Vec<bool> = operator.inputs.iter().map(|&i| constant[i]).collect();
-                let kernel = Kernel::choose(&operator.op, &input_descriptors, &output_descriptors, &constant)?;
-                Ok(Step { operator, kernel })
+                Kernel::choose(&operator.op, &input_descriptors, &output_descriptors, &constant)
             })
             .collect::<Result<Vec<_>>>()?;
+        let steps = operators.into_iter().zip(kernels).map(|(operator, kernel)| Step { operator, kernel }).collect();
         let named = |map: &std::collections::BTreeMap<String, usize>| -> Vec<(String, OperandDescriptor)> {
             map.iter().map(|(name, &i)| (name.clone(), descriptors[i].clone())).collect()
         };
@@ -137,6 +154,11 @@ impl CpuGraph {
     pub fn kernel_counts(&self) -> (usize, usize) {
         let reference = self.inner.steps.iter().filter(|s| matches!(s.kernel, Kernel::Reference)).count();
         (self.inner.steps.len() - reference, reference)
+    }
+
+    /// How many operators run inside the chain kernel of a later one.
+    pub fn fused_operators(&self) -> usize {
+        self.inner.steps.iter().filter(|s| matches!(s.kernel, Kernel::Absorbed)).count()
     }
 
     /// `deviceBytes`: bytes of the constants this graph holds resident (shared constants count
@@ -291,8 +313,12 @@ impl CpuContext {
         }
         for (i, step) in inner.steps.iter().enumerate() {
             let operator = &step.operator;
-            let operands = operator
-                .inputs
+            let reads = match &step.kernel {
+                Kernel::Absorbed => continue,
+                Kernel::Chain(_, inputs) => inputs,
+                _ => &operator.inputs,
+            };
+            let operands = reads
                 .iter()
                 .map(|&k| values[k].clone().map(|b| (&inner.descriptors[k], b)))
                 .collect::<Option<Vec<_>>>()
@@ -304,7 +330,7 @@ impl CpuContext {
             for (&o, result) in operator.outputs.iter().zip(results) {
                 values[o] = Some(result);
             }
-            for &k in &operator.inputs {
+            for &k in reads {
                 if inner.last_use[k] == i {
                     values[k] = None;
                 }
@@ -316,4 +342,83 @@ impl CpuContext {
         }
         Ok(())
     }
+}
+
+/// The chains of element-wise operators that run as one kernel (see [`Chain`]): for each
+/// operator, the members of the chain it ends (itself alone when none), in execution order; an
+/// operator of a chain that ends later has none. An operator joins the chain of the one reading
+/// its output when it is the output's only reader, the output is not a graph output, both can be
+/// chain operators and have the same output shape, and every operand fits the chain's shape.
+/// `WEBNN_WGPU_FUSION=0` (native) turns this off as it does the WebGPU fusion.
+fn chains(descriptors: &[OperandDescriptor], operators: &[Operator], graph_outputs: &[usize]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = (0..operators.len()).map(|i| vec![i]).collect();
+    if !crate::plan::fusion::enabled() {
+        return groups;
+    }
+    let mut producer = vec![None; descriptors.len()];
+    let mut readers = vec![0usize; descriptors.len()];
+    for (i, operator) in operators.iter().enumerate() {
+        operator.outputs.iter().for_each(|&o| producer[o] = Some(i));
+        let mut distinct = operator.inputs.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        distinct.iter().for_each(|&k| readers[k] += 1);
+    }
+    let chainable: Vec<bool> = operators
+        .iter()
+        .map(|operator| {
+            let inputs: Vec<&OperandDescriptor> = operator.inputs.iter().map(|&k| &descriptors[k]).collect();
+            let outputs: Vec<&OperandDescriptor> = operator.outputs.iter().map(|&o| &descriptors[o]).collect();
+            Chain::handles(&operator.op, &inputs, &outputs)
+                && inputs.iter().all(|d| Chain::operand_fits(&d.shape, &outputs[0].shape))
+        })
+        .collect();
+    for (c, operator) in operators.iter().enumerate() {
+        if !chainable[c] {
+            continue;
+        }
+        let shape = &descriptors[operator.outputs[0]].shape;
+        for &o in &operator.inputs {
+            let Some(j) = producer[o] else { continue };
+            let joins = chainable[j]
+                && j != c
+                && readers[o] == 1
+                && !graph_outputs.contains(&o)
+                && &descriptors[o].shape == shape
+                && !groups[j].is_empty()
+                && !groups[c].contains(&j);
+            if joins {
+                let members = std::mem::take(&mut groups[j]);
+                groups[c].extend(members);
+            }
+        }
+        groups[c].sort_unstable();
+    }
+    // An absorbed operator keeps an empty group; its chain's last operator lists it.
+    groups
+}
+
+/// The kernel of a chain's last operator: the chain's inputs are the operands its members read
+/// that no member produces, in order of first use.
+fn chain_kernel(operators: &[Operator], group: &[usize]) -> Kernel {
+    let mut inputs: Vec<usize> = Vec::new();
+    let mut nodes = Vec::with_capacity(group.len());
+    for &m in group {
+        let args = operators[m]
+            .inputs
+            .iter()
+            .map(|&k| match group.iter().position(|&p| operators[p].outputs.contains(&k)) {
+                Some(node) => ChainArg::Node(node),
+                None => {
+                    let index = inputs.iter().position(|&x| x == k).unwrap_or_else(|| {
+                        inputs.push(k);
+                        inputs.len() - 1
+                    });
+                    ChainArg::Input(index)
+                }
+            })
+            .collect();
+        nodes.push(ChainNode { op: operators[m].op.clone(), args });
+    }
+    Kernel::Chain(Chain { nodes }, inputs)
 }

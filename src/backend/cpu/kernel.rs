@@ -8,6 +8,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use crate::backend::cpu::buffer::Buffer;
+use crate::backend::cpu::kernels::chain::Chain;
 use crate::backend::cpu::kernels::{conv2d, float32, gemm, typed};
 use crate::error::{Error, Result};
 use crate::operand::{DataType, OperandDescriptor};
@@ -34,6 +35,11 @@ pub enum Kernel {
     Float16(Box<Kernel>),
     /// The operator's float64 reference.
     Reference,
+    /// The last operator of a chain of element-wise operators, which computes the whole chain
+    /// from the chain's inputs (the operand indices); the others are `Absorbed`.
+    Chain(Chain, Vec<usize>),
+    /// An operator computed by the chain kernel of a later one.
+    Absorbed,
 }
 
 impl Kernel {
@@ -168,6 +174,11 @@ impl Kernel {
                     None => Kernel::Reference.run(op, inputs, outputs, memory),
                 }
             }
+            Kernel::Chain(chain, _) => float32_output(&mut |out| {
+                let operands: Vec<(&OperandDescriptor, &[f32])> = inputs.iter().map(|(d, b)| (*d, b.f32())).collect();
+                chain.run(&operands, outputs[0], out)
+            }),
+            Kernel::Absorbed => Err(Error::Operation(format!("{}: computed by a chain kernel", op.name()))),
             Kernel::Reference => {
                 let hosts = inputs
                     .iter()

@@ -1,5 +1,6 @@
 //! The CPU backend's kernels: float32 ones, and byte-level ones for other data types and multi-output operators.
 
+pub mod chain;
 pub mod conv2d;
 pub mod gemm;
 pub mod scratch;
