@@ -1,0 +1,98 @@
+// Where a MoE token's time goes in the page (headless Chromium): decodes N tokens of the demo
+// (www/moe) in one memory mode and backend, with every MLContext call timed from the page and a
+// CPU profile of the page's thread, and prints per token: the calls made, the time spent inside
+// dispatch(), writeTensor() and readTensor() before they return, the wait for each read's promise,
+// the page's own JavaScript (www/moe/*.js), and the time the page's thread was idle (waiting for
+// the GPU process). Tokens must match the reference, as in tests/browser/moe.mjs.
+//   node bench/moe_token.mjs [--mode resident|fused|lru|lru-host|explicit] [--backend webgpu|cpu] [--tokens 32]
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { start, openPage, writeOut, ROOT } from '../tests/browser/browser.mjs';
+
+const { values: args } = parseArgs({
+  options: {
+    mode: { type: 'string', default: 'resident' },
+    backend: { type: 'string', default: 'webgpu' },
+    tokens: { type: 'string', default: '32' },
+  },
+});
+const tokens = Number(args.tokens);
+const reference = JSON.parse(fs.readFileSync(path.join(ROOT, 'www/models/moe/reference.json'), 'utf8')).prompts[0];
+
+const { browser, url, close } = await start();
+try {
+  const page = await openPage(browser, `${url}/www/moe/index.html?mode=${args.mode}&backend=${args.backend}&budget=0.25`, 'moe');
+  await page.waitForFunction(() => document.body.dataset.state, null, { timeout: 600000 });
+  const state = await page.evaluate(() => document.body.dataset.state);
+  if (state !== 'ready') throw new Error(`the page is ${state}: ${await page.textContent('#status')}`);
+  // Every MLContext method the token loop calls, timed: the synchronous part, and for reads the
+  // time until the promise resolves.
+  await page.evaluate(async () => {
+    const context = await navigator.ml.createContext();
+    const proto = Object.getPrototypeOf(context);
+    const t = { dispatch: [0, 0], writeTensor: [0, 0], readTensor: [0, 0], readWait: [0, 0] };
+    window.timing = t;
+    for (const name of ['dispatch', 'writeTensor']) {
+      const f = proto[name];
+      proto[name] = function (...a) {
+        const s = performance.now();
+        try { return f.apply(this, a); } finally { t[name][0] += performance.now() - s; t[name][1]++; }
+      };
+    }
+    const read = proto.readTensor;
+    proto.readTensor = function (...a) {
+      const s = performance.now();
+      const p = read.apply(this, a);
+      t.readTensor[0] += performance.now() - s;
+      t.readTensor[1]++;
+      return p.then((v) => { t.readWait[0] += performance.now() - s; t.readWait[1]++; return v; });
+    };
+    context.destroy?.();
+  });
+  await page.evaluate((text) => window.moe.generate(text, 4), reference.text); // warm-up
+  await page.evaluate(() => { for (const k in window.timing) window.timing[k] = [0, 0]; });
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Profiler.enable');
+  await cdp.send('Profiler.setSamplingInterval', { interval: 100 });
+  await cdp.send('Profiler.start');
+  const result = await page.evaluate(([text, n]) => window.moe.generate(text, n), [reference.text, tokens]);
+  const { profile } = await cdp.send('Profiler.stop');
+  const timing = await page.evaluate(() => window.timing);
+  const same = result.ids.every((t, i) => t === reference.greedy_tokens[i]);
+  // Steps run: the prompt's, then one per generated token but the last.
+  const steps = [...new TextEncoder().encode(reference.text)].length + result.ids.length - 1;
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = { idle: 0, page: 0, total: 0 };
+  profile.samples.forEach((id, i) => {
+    const dt = profile.timeDeltas[i] ?? 0;
+    const frame = byId.get(id).callFrame;
+    self.total += dt;
+    if (frame.functionName === '(idle)') self.idle += dt;
+    else if (frame.url.includes('/www/moe/')) self.page += dt;
+  });
+  const perStep = (ms) => (ms / steps).toFixed(3);
+  const ms = (us) => us / 1000;
+  const rows = [
+    ['steps (the prompt and the generated tokens)', String(steps)],
+    ['tokens identical to the reference', same ? 'yes' : 'NO'],
+    ['decode tokens/s', result.tokensPerSecond.toFixed(2)],
+    ['wall time a step', perStep(ms(self.total))],
+    ['dispatch() calls a step', (timing.dispatch[1] / steps).toFixed(1)],
+    ['readTensor() calls a step', (timing.readTensor[1] / steps).toFixed(1)],
+    ['writeTensor() calls a step', (timing.writeTensor[1] / steps).toFixed(1)],
+    ['in dispatch() before it returns', perStep(timing.dispatch[0])],
+    ['in writeTensor()', perStep(timing.writeTensor[0])],
+    ['in readTensor() before it returns', perStep(timing.readTensor[0])],
+    ['readTensor() until its promise resolves', perStep(timing.readWait[0])],
+    ["the page's own JavaScript (www/moe)", perStep(ms(self.page))],
+    ["the page's thread idle (waiting for the GPU process)", perStep(ms(self.idle))],
+  ];
+  console.log(`\n## One MoE step in the page: ${args.mode}, ${args.backend} (ms a step unless said)\n`);
+  console.log('| measure | value |\n|---|---:|');
+  for (const [k, v] of rows) console.log(`| ${k} | ${v} |`);
+  writeOut('moe_token.json', { date: new Date().toISOString(), mode: args.mode, backend: args.backend, tokens, rows });
+  if (!same) process.exitCode = 1;
+} finally {
+  await close();
+}
