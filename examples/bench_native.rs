@@ -1,5 +1,8 @@
-//! Native benchmarks (wgpu on Vulkan): `cargo run --release --example bench_native -- [memory] [matmul] [dispatch]`.
+//! Native benchmarks (wgpu on Vulkan): `cargo run --release --example bench_native -- [memory] [matmul] [dispatch] [chains]`.
 //! Prints a table per benchmark with the physical reference measured in the same run.
+//! chains: the CPU backend's element-wise chains (gelu as 0.5 x (1 + erf(x / sqrt 2)), as ONNX
+//! exports write it, and a bias + sigmoid + mul) run as one kernel against the same graphs one
+//! operator at a time (`WEBNN_WGPU_FUSION=0`), interleaved, beside a plain copy of the tensor.
 //! dispatch: the CPU cost of `dispatch`, `writeTensor` and `readTensor` on small tensors (the
 //! token loop of a decoder) against the same work in plain wgpu, the floor under them.
 //! matmul sizes: `BENCH_MATMUL=256,512 BENCH_GEMV=1024` (defaults 1024,4096 and 4096,8192);
@@ -400,8 +403,85 @@ fn dispatch(ctx: &Context) {
     );
 }
 
+/// The CPU backend's chains against the operators one at a time (see the module comment).
+fn chains() {
+    use webnn_wgpu::backend::cpu::{CpuContext, CpuGraph};
+    use webnn_wgpu::backend::TensorDescriptor as CpuTensorDescriptor;
+    use webnn_wgpu::ops::activation::Activation;
+    use webnn_wgpu::ops::elementwise_unary::UnaryOp;
+    let ctx = CpuContext::new(ContextOptions::default());
+    let shape = vec![1024u32, 1024];
+    let count = 1024 * 1024;
+    let f32s = |shape: &[u32]| OperandDescriptor::new(DataType::Float32, shape.to_vec());
+    let scalar = |b: &mut GraphBuilder, v: f32| b.constant(f32s(&[1]), &v.to_le_bytes()).unwrap();
+    let bin = |b: &mut GraphBuilder, op: BinaryOp, x, y| b.operator1(Op::Binary(op), &[x, y], "").unwrap();
+    let build = |which: &str| -> CpuGraph {
+        let mut b = GraphBuilder::new(&ctx).unwrap();
+        let x = b.input("x", f32s(&shape)).unwrap();
+        let y = if which == "gelu" {
+            let (root2, one, half) = (scalar(&mut b, std::f32::consts::SQRT_2), scalar(&mut b, 1.0), scalar(&mut b, 0.5));
+            let d = bin(&mut b, BinaryOp::Div, x, root2);
+            let e = b.operator1(Op::Unary(UnaryOp::Erf), &[d], "").unwrap();
+            let a = bin(&mut b, BinaryOp::Add, e, one);
+            let m = bin(&mut b, BinaryOp::Mul, x, a);
+            bin(&mut b, BinaryOp::Mul, m, half)
+        } else {
+            let bias: Vec<u8> = (0..shape[1]).flat_map(|i| (i as f32 * 1e-3).to_le_bytes()).collect();
+            let bias = b.constant(f32s(&shape[1..]), &bias).unwrap();
+            let a = bin(&mut b, BinaryOp::Add, x, bias);
+            let s = b.operator1(Op::Activation(Activation::Sigmoid), &[a], "").unwrap();
+            bin(&mut b, BinaryOp::Mul, a, s)
+        };
+        CpuGraph::compile(&ctx, b.prepare_build(&[("y".to_string(), y)]).unwrap()).unwrap()
+    };
+    let x: Vec<u8> = (0..count).flat_map(|i| ((i % 4001) as f32 * 1e-3 - 2.0).to_le_bytes()).collect();
+    let tensor = |readable| ctx.create_tensor(CpuTensorDescriptor { operand: f32s(&shape), readable, writable: !readable }).unwrap();
+    let (input, output) = (tensor(false), tensor(true));
+    ctx.write_tensor(&input, &x).unwrap();
+    let time = |graph: &CpuGraph| {
+        let run = || ctx.dispatch(graph, &[("x".into(), input.clone())], &[("y".into(), output.clone())]).unwrap();
+        run();
+        median((0..15).map(|_| {
+            let t = Instant::now();
+            run();
+            t.elapsed().as_secs_f64() * 1e3
+        }).collect())
+    };
+    let mut copy = vec![0u8; x.len()];
+    let copy_ms = median((0..15).map(|_| {
+        let t = Instant::now();
+        copy.copy_from_slice(std::hint::black_box(&x));
+        std::hint::black_box(&copy);
+        t.elapsed().as_secs_f64() * 1e3
+    }).collect());
+    println!("## CPU backend: element-wise chains as one kernel ([1024, 1024] float32, median of 15, 3 interleaved rounds)");
+    println!("| graph | operators | one at a time | chain | speed-up | plain copy of the tensor |");
+    println!("|---|---|---|---|---|---|");
+    for (which, operators) in [("gelu", "div, erf, add, mul, mul"), ("bias-silu", "add (bias row), sigmoid, mul")] {
+        let (mut alone, mut fused) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            std::env::set_var("WEBNN_WGPU_FUSION", "0");
+            let g = build(which);
+            std::env::remove_var("WEBNN_WGPU_FUSION");
+            assert_eq!(g.fused_operators(), 0);
+            alone.push(time(&g));
+            let g = build(which);
+            assert!(g.fused_operators() > 0, "{which}: no chain formed");
+            fused.push(time(&g));
+        }
+        let (a, f) = (median(alone), median(fused));
+        println!("| {which} | {operators} | {a:.2} ms | {f:.2} ms | {:.2}x | {copy_ms:.2} ms |", a / f);
+    }
+}
+
 fn main() {
     let which: Vec<String> = std::env::args().skip(1).collect();
+    if which.iter().any(|w| w == "chains") {
+        chains();
+        if which.len() == 1 {
+            return;
+        }
+    }
     let ctx = pollster::block_on(Context::new(ContextOptions::default())).expect("a WebGPU adapter");
     let info = ctx.adapter_info();
     println!("adapter: {} ({:?}, {:?})", info.name, info.device_type, info.backend);
