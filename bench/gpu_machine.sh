@@ -11,7 +11,8 @@
 #   pkg/ and, for a before/after run, .gpu/pkg-old/ (another build of pkg/)
 # Probes flag sets until one gives a hardware adapter, then runs the page twice per build,
 # interleaved (old, new, old, new). Results (one JSON line per page, progress lines too) go to
-# $OUT/results.jsonl. GPU_QUERY adds page parameters; GPU_SECONDS bounds each page. With
+# $OUT/results.jsonl. GPU_QUERY adds page parameters; GPU_SECONDS bounds each page; GPU_ROUNDS
+# (default 2) sets the rounds. With
 # GPU_FLAGS set (and no .gpu/pkg-old), the comparison is the chosen flag set without and with
 # those flags (e.g. --enable-dawn-features=disable_robustness), interleaved the same way.
 set -u
@@ -59,7 +60,7 @@ for i in "${!variants[@]}"; do
 done
 [ -n "$chosen" ] || { echo "no flag set found the GPU"; kill $srv; exit 1; }
 [ -n "${GPU_FLAGS:-}" ] && [ ${#builds[@]} = 1 ] && builds=(new flags)
-for round in 1 2; do
+for round in $(seq 1 ${GPU_ROUNDS:-2}); do
   for tag in "${builds[@]}"; do
     if [ $tag = old ]; then serve /tmp/old; else serve .; fi
     flags=$chosen; [ $tag = flags ] && flags="$chosen $GPU_FLAGS"
