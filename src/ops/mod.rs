@@ -81,29 +81,34 @@ pub fn missing(key: &str) -> Error {
 
 /// The operator a builder method records.
 pub fn from_options(name: &str, options: &dyn MethodOptions) -> Result<Op> {
-    let methods = methods();
-    match methods.binary_search_by(|(method, _)| (*method).cmp(name)) {
-        Ok(i) => methods[i].1.from_options(name, options),
+    let registry = registry();
+    match registry.limits.binary_search_by(|l| l.name.cmp(name)) {
+        Ok(i) => registry.families[i].from_options(name, options),
         Err(_) => Err(unknown_method(name)),
     }
 }
 
-/// Builder method names with their families, sorted by name, built once.
-fn methods() -> &'static [(&'static str, &'static dyn OpFamily)] {
-    static TABLE: std::sync::OnceLock<Vec<(&'static str, &'static dyn OpFamily)>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        let mut table: Vec<(&'static str, &'static dyn OpFamily)> =
-            FAMILIES.iter().flat_map(|&family| family.limits().into_iter().map(move |l| (l.name, family))).collect();
-        table.sort_by_key(|(name, _)| *name);
-        table
+/// Every builder method's limits (`opSupportLimits()`), sorted by name, and the family that
+/// declares each: built once, from the families' `limits()`.
+struct Registry {
+    limits: Vec<OpLimits>,
+    families: Vec<&'static dyn OpFamily>,
+}
+
+fn registry() -> &'static Registry {
+    static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let mut all: Vec<(OpLimits, &'static dyn OpFamily)> =
+            FAMILIES.iter().flat_map(|&family| family.limits().into_iter().map(move |l| (l, family))).collect();
+        all.sort_by_key(|(l, _)| l.name);
+        let (limits, families) = all.into_iter().unzip();
+        Registry { limits, families }
     })
 }
 
 /// Every operator's limits (`opSupportLimits()`), sorted by name.
-pub(crate) fn all_limits() -> Vec<OpLimits> {
-    let mut all: Vec<OpLimits> = FAMILIES.iter().flat_map(|family| family.limits()).collect();
-    all.sort_by_key(|l| l.name);
-    all
+pub(crate) fn all_limits() -> &'static [OpLimits] {
+    &registry().limits
 }
 
 pub(crate) fn unknown_method(name: &str) -> Error {
