@@ -26,28 +26,11 @@ try {
   await page.waitForFunction(() => document.body.dataset.state, null, { timeout: 600000 });
   const state = await page.evaluate(() => document.body.dataset.state);
   if (state !== 'ready') throw new Error(`the page is ${state}: ${await page.textContent('#status')}`);
-  // Every MLContext method the token loop calls, timed: the synchronous part, and for reads the
-  // time until the promise resolves.
+  // Every MLContext method the token loop calls, timed (bench/call_timing.js).
   await page.evaluate(async () => {
+    const { timeCalls } = await import('/bench/call_timing.js');
     const context = await navigator.ml.createContext();
-    const proto = Object.getPrototypeOf(context);
-    const t = { dispatch: [0, 0], writeTensor: [0, 0], readTensor: [0, 0], readWait: [0, 0] };
-    window.timing = t;
-    for (const name of ['dispatch', 'writeTensor']) {
-      const f = proto[name];
-      proto[name] = function (...a) {
-        const s = performance.now();
-        try { return f.apply(this, a); } finally { t[name][0] += performance.now() - s; t[name][1]++; }
-      };
-    }
-    const read = proto.readTensor;
-    proto.readTensor = function (...a) {
-      const s = performance.now();
-      const p = read.apply(this, a);
-      t.readTensor[0] += performance.now() - s;
-      t.readTensor[1]++;
-      return p.then((v) => { t.readWait[0] += performance.now() - s; t.readWait[1]++; return v; });
-    };
+    window.timing = timeCalls(Object.getPrototypeOf(context));
     context.destroy?.();
   });
   await page.evaluate((text) => window.moe.generate(text, 4), reference.text); // warm-up
