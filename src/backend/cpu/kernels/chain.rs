@@ -124,20 +124,11 @@ impl Chain {
 /// value, flagged `true`).
 fn compute<'a>(op: &Op, args: &[ChainArg], operand: &dyn Fn(ChainArg) -> (bool, &'a [f32]), out: &mut [f32], n: usize) -> Result<()> {
     let arg = |i: usize| args.get(i).copied().ok_or_else(|| Error::Operation(format!("{}: an operand is missing", op.name())));
-    // A one-operand operator has the chain's shape, so its operand is a block; a scalar is spread
-    // over the block all the same.
-    let block = |(scalar, values): (bool, &[f32])| -> Option<Vec<f32>> { scalar.then(|| vec![values[0]; n]) };
+    // A one-operand operator's operand has its output's shape, the chain's: always a block (a
+    // single value could only be a length mismatch, which the kernels report).
     match op {
-        Op::Unary(u) => {
-            let x = operand(arg(0)?);
-            let spread = block(x);
-            elementwise::unary(*u, spread.as_deref().unwrap_or(x.1), out)
-        }
-        Op::Activation(a) => {
-            let x = operand(arg(0)?);
-            let spread = block(x);
-            elementwise::activation(a, spread.as_deref().unwrap_or(x.1), out)
-        }
+        Op::Unary(u) => elementwise::unary(*u, operand(arg(0)?).1, out),
+        Op::Activation(a) => elementwise::activation(a, operand(arg(0)?).1, out),
         Op::Binary(b) => {
             let (a_values, b_values) = (operand(arg(0)?), operand(arg(1)?));
             let shape = |scalar: bool| OperandDescriptor::new(DataType::Float32, vec![if scalar { 1 } else { n as u32 }]);
