@@ -346,6 +346,73 @@ fn gemm_gelu_and_cast_in_the_epilogue() {
     }
 }
 
+/// An index tensor of `data_type` and `shape` holding `values`.
+fn indices(data_type: DataType, shape: &[u32], values: &[f64]) -> HostTensor {
+    HostTensor::new(OperandDescriptor::new(data_type, shape.to_vec()), values.to_vec()).unwrap()
+}
+
+#[test]
+fn gathered_weights_are_read_in_place() {
+    let ctx = context();
+    let mut rng = Rng::new(11);
+    let fused = std::env::var("WEBNN_WGPU_FUSION").map(|v| v != "0").unwrap_or(true);
+    let gather = |a: usize, b: usize| (Op::Gather { axis: 0 }, vec![a, b]);
+    let reshape = |shape: &[u32], a: usize| (Op::Reshape { new_shape: shape.to_vec() }, vec![a]);
+    let (e, k, n) = (5u32, 24u32, 20u32);
+    // Indices of every type, negative ones from the end, and out-of-range ones clamped.
+    let picks = [
+        indices(DataType::Int32, &[], &[3.0]),
+        indices(DataType::Int32, &[1], &[-2.0]),
+        indices(DataType::Uint32, &[1, 1], &[9.0]),
+        indices(DataType::Int64, &[], &[-7.0]),
+    ];
+    for (p, pick) in picks.iter().enumerate() {
+        // One row (GEMV), a few rows (direct), many (tiled or registers), float16.
+        for (t, m) in [(DataType::Float32, 1), (DataType::Float32, 9), (DataType::Float32, 40), (DataType::Float16, 3)] {
+            let a = rng.tensor(t, &[m, k], -1.0, 1.0);
+            let stack = rng.tensor(t, &[e, k, n], -1.0, 1.0);
+            let (ulp, abs) = if t == DataType::Float16 { (2, 2e-3) } else { (16, 1e-5) };
+            let b = reference_op(&Op::Gather { axis: 0 }, &[stack.clone(), pick.clone()]).unwrap()[0].clone();
+            let b = HostTensor::new(OperandDescriptor::new(t, vec![k, n]), b.data).unwrap();
+            let base = alone(&ctx, &Op::Matmul, &[a.clone(), b]);
+            // matmul(a, reshape(gather(stack, i))) + bias, relu: gather, matmul and chain in one.
+            let bias = rng.tensor(t, &[n], -1.0, 1.0);
+            let shape_b: &[u32] = &[k, n];
+            let case = Case {
+                inputs: vec![(a.clone(), false), (stack.clone(), p % 2 == 0), (pick.clone(), false), (bias, true)],
+                ops: if pick.descriptor.rank() == 0 {
+                    vec![gather(1, 2), (Op::Matmul, vec![0, 4]), add(5, 3), act(Activation::Relu, 6)]
+                } else {
+                    vec![gather(1, 2), reshape(shape_b, 4), (Op::Matmul, vec![0, 5]), add(6, 3), act(Activation::Relu, 7)]
+                },
+                outputs: vec![4 + if pick.descriptor.rank() == 0 { 3 } else { 4 }],
+            };
+            let what = format!("matmul [{m}, {k}] x gather({e}x{k}x{n} {t}, {} {:?}) + bias, relu", pick.descriptor.data_type, pick.data);
+            check(&ctx, &case, if fused { base } else { base + 3 }, ulp, abs, &what);
+        }
+    }
+    // gemm(h, W, {bTranspose}) with W an expert's [out, in] weight, alone (no epilogue), as the
+    // MoE token graph applies its experts; and the same weight also read as a graph output: then
+    // the gather's copy stays.
+    let h = rng.tensor(DataType::Float32, &[1, k], -1.0, 1.0);
+    let stack = rng.tensor(DataType::Float32, &[e, n * k], -1.0, 1.0);
+    let o = GemmOptions { b_transpose: true, ..GemmOptions::default() };
+    let pick = indices(DataType::Int32, &[], &[1.0]);
+    let w = HostTensor::new(OperandDescriptor::new(DataType::Float32, vec![n, k]), stack.data[(n * k) as usize..(2 * n * k) as usize].to_vec()).unwrap();
+    let base = alone(&ctx, &Op::Gemm(o.clone()), &[h.clone(), w]);
+    let mut case = Case {
+        inputs: vec![(h, false), (stack, true), (pick, false)],
+        ops: vec![gather(1, 2), reshape(&[n, k], 3), (Op::Gemm(o.clone()), vec![0, 4])],
+        outputs: vec![5],
+    };
+    check(&ctx, &case, if fused { base } else { base + 1 }, 16, 1e-5, "gemm(h, gather(stack, 1), bTranspose)");
+    case.outputs = vec![5, 4];
+    let (gpu, reference, steps) = run(&ctx, &case);
+    assert_close(&gpu, &reference, 16, 1e-5, "gathered weight as an output too");
+    // The gather's kernel (and a copy for the reshape's alias of an output) stays.
+    assert!(steps > base, "gathered weight as an output too: {steps} dispatches, the gemm alone {base}");
+}
+
 #[test]
 fn conv2d_add_clamp_in_the_epilogue() {
     let ctx = context();

@@ -176,7 +176,8 @@ fn run() -> Result<()> {
             None => rows.push(row),
         }
         println!(
-            "   built in {built:.2} s; non-expert {:.1} MB, expert graph {:.2} MB, budget {:.1} MB",
+            "   built in {built:.2} s; {} GPU steps a token; non-expert {:.1} MB, expert graph {:.2} MB, budget {:.1} MB",
+            m.steps_per_token(),
             m.non_expert_bytes as f64 / 1e6,
             m.expert_bytes as f64 / 1e6,
             m.budget_bytes as f64 / 1e6

@@ -783,6 +783,14 @@ impl<'w> Moe<'w> {
         Ok(times.get(times.len() / 2).copied().unwrap_or(f64::NAN))
     }
 
+    /// GPU dispatches and copies a token records: the token graph's in the fused mode, the
+    /// shared graphs' and `top_k` experts' a layer otherwise.
+    pub fn steps_per_token(&self) -> usize {
+        let experts = self.experts.iter().flatten().find_map(|s| s.graph.as_ref()).map_or(0, |g| g.step_count());
+        let shared: usize = self.attention.iter().map(|g| g.step_count()).sum::<usize>() + self.final_graph.step_count();
+        shared + experts * (self.c.n_layers * self.c.top_k) as usize
+    }
+
     /// (resident expert graphs, all expert graphs).
     pub fn resident_experts(&self) -> (usize, usize) {
         let all = self.experts.iter().flatten();

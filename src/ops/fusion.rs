@@ -17,12 +17,23 @@ pub(crate) const NAMES: [&str; 8] = ["e0", "e1", "e2", "e3", "e4", "e5", "e6", "
 
 /// A fused group: an optional producer (matmul, gemm, conv2d, convTranspose2d, a reduction) whose
 /// inputs are the group's first inputs, then element-wise nodes in execution order, the last one
-/// the output.
+/// the output (a matmul or gemm reading a gathered B may have none).
 pub struct Fused<'a> {
     pub(crate) producer: Option<(&'a Op, OperandDescriptor)>,
     /// The group's inputs read by the chain: after the producer's.
     pub(crate) chain_inputs: Vec<OperandDescriptor>,
     pub(crate) nodes: Vec<Node<'a>>,
+    /// A matmul or gemm producer's B gathered from a stack: the group's B input is the stack and
+    /// its last input the gather's indices.
+    pub(crate) gathered_b: Option<GatheredB>,
+}
+
+/// B of a matmul or gemm producer as one entry of a stack (see [`matmul::Gathered`]).
+pub(crate) struct GatheredB {
+    /// B as the producer reads it (the gathered entry, reshaped).
+    pub(crate) b: OperandDescriptor,
+    /// The stack's first dimension.
+    pub(crate) rows: u32,
 }
 
 /// An element-wise operator of the chain.
@@ -202,7 +213,8 @@ impl Fused<'_> {
 
     pub fn lower(&self, request: &LowerRequest) -> Result<Lowering> {
         let out = request.outputs[0];
-        let own = request.inputs.len() - self.chain_inputs.len();
+        let gathered = self.gathered_b.is_some() as usize;
+        let own = request.inputs.len() - self.chain_inputs.len() - gathered;
         let Some(op) = self.producer.as_ref().map(|p| p.0) else {
             let launch = ElementwiseKernel {
                 inputs: NAMES.iter().copied().zip(request.inputs.iter().copied()).collect(),
@@ -213,6 +225,23 @@ impl Fused<'_> {
             .build()?;
             return Ok(Lowering::single(launch));
         };
+        let mut producer_inputs = request.inputs[..own].to_vec();
+        let gathered = match (&self.gathered_b, request.inputs.last()) {
+            (Some(g), Some(&indices)) if own >= 2 => {
+                producer_inputs[1] = &g.b;
+                Some(matmul::Gathered { rows: g.rows, indices })
+            }
+            _ => None,
+        };
+        let producer_request =
+            LowerRequest { inputs: producer_inputs, outputs: vec![out], shader_f16: request.shader_f16, device: request.device };
+        if self.nodes.is_empty() {
+            return match op {
+                Op::Matmul => matmul::lower_matmul(&producer_request, None, gathered),
+                Op::Gemm(o) => matmul::lower_gemm(o, &producer_request, None, gathered),
+                _ => Err(Error::NotSupported(format!("{} alone is not a fused kernel", op.name()))),
+            };
+        }
         let mut wgsl = self.chain(out)?;
         if matches!(op, Op::Matmul | Op::Gemm(_)) {
             // The matmul kernels store by row and column. Chain inputs are the same for every
@@ -225,16 +254,10 @@ impl Fused<'_> {
                 out.shape[rank - 1]
             );
         }
-        let epilogue = Epilogue { inputs: request.inputs[own..].to_vec(), wgsl };
-        let producer_request = LowerRequest {
-            inputs: request.inputs[..own].to_vec(),
-            outputs: vec![out],
-            shader_f16: request.shader_f16,
-            device: request.device,
-        };
+        let epilogue = Epilogue { inputs: request.inputs[own..own + self.chain_inputs.len()].to_vec(), wgsl };
         match op {
-            Op::Matmul => matmul::lower_matmul(&producer_request, Some(&epilogue)),
-            Op::Gemm(o) => matmul::lower_gemm(o, &producer_request, Some(&epilogue)),
+            Op::Matmul => matmul::lower_matmul(&producer_request, Some(&epilogue), gathered),
+            Op::Gemm(o) => matmul::lower_gemm(o, &producer_request, Some(&epilogue), gathered),
             Op::Conv2d(o) => conv2d::lower_conv2d(o, &producer_request, Some(&epilogue)),
             Op::ConvTranspose2d(o) => conv2d::lower_conv_transpose2d(o, &producer_request, Some(&epilogue)),
             Op::Reduce(kind, o) => reduce::lower_fused(*kind, o, &producer_request, &epilogue),

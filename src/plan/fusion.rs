@@ -6,6 +6,10 @@
 //! reduced, then the chain is written for every element of the row, the row's value as the
 //! reduction's output.
 //!
+//! A matmul or gemm whose B is one entry gathered from a stack (`gather(stack, index, {axis: 0})`
+//! with a single index, reshaped or not: a mixture of experts picking an expert's weight on the
+//! GPU) reads that entry from the stack in place: the gather's copy is not made.
+//!
 //! An operator joins its consumer's group when its single output is read by that one operator only
 //! and is not a graph output. int64/uint64 operands are not fused. `WEBNN_WGPU_FUSION=0` (native)
 //! turns fusion off, for measurements. The fused kernels are lowered by `ops::fusion`.
@@ -13,7 +17,8 @@
 use std::collections::BTreeSet;
 
 use crate::graph::builder::{GraphDescription, Operator};
-use crate::ops::fusion::{Arg, Fused, Node, NAMES};
+use crate::graph::DataType;
+use crate::ops::fusion::{Arg, Fused, GatheredB, Node, NAMES};
 use crate::ops::{reduce, Op};
 
 /// One kernel of the plan `build()` lowers: an operator of the graph, or several fused into one.
@@ -83,6 +88,16 @@ pub fn plan(d: &GraphDescription, max_bindings: u32) -> Vec<OpGroup<'_>> {
     let mut group: Vec<Vec<usize>> = Vec::with_capacity(ops.len());
     for (c, op) in ops.iter().enumerate() {
         group.push(vec![c]);
+        if let Some(prologue) = gathered_b(d, ops, c, |o| producer_of[o], |o| {
+            consumers[o].len() == 1 && !outputs.contains(&o)
+        }) {
+            let mut candidate: Vec<usize> = prologue.iter().copied().chain([c]).collect();
+            candidate.sort_unstable();
+            if prologue.iter().all(|&m| group[m] == [m]) && fusion(d, &candidate, max_bindings).is_some() {
+                prologue.iter().for_each(|&m| group[m].clear());
+                group[c] = candidate;
+            }
+        }
         if !is_node(d, op) {
             continue;
         }
@@ -182,9 +197,25 @@ fn fusion<'a>(d: &'a GraphDescription, members: &[usize], max_bindings: usize) -
         }
         inputs.extend(&ops[p].inputs);
     }
+    // The operators gathering the producer's B, when they are members.
+    let prologue = producer
+        .and_then(|p| gathered_b(d, ops, p, |o| producer_of(d, members, o), |_| true))
+        .unwrap_or_default();
+    let gathered = prologue.iter().copied().find(|&m| matches!(ops[m].op, Op::Gather { .. }));
+    if let (Some(g), Some(p)) = (gathered, producer) {
+        // The stack in B's place; the indices are bound last.
+        let stack = &d.descriptors[ops[g].inputs[0]];
+        inputs[1] = ops[g].inputs[0];
+        if stack.data_type != d.descriptors[ops[p].inputs[1]].data_type {
+            return None;
+        }
+    }
     let reduced_input = producer.filter(|&p| is_reduction(&ops[p].op)).map(|p| ops[p].inputs[0]);
-    // Nodes are the members in order, without the producer.
-    let node_ops: Vec<usize> = members.iter().copied().filter(|&m| Some(m) != producer).collect();
+    // Nodes are the members in order, without the producer and its prologue.
+    let node_ops: Vec<usize> = members.iter().copied().filter(|&m| Some(m) != producer && !prologue.contains(&m)).collect();
+    if node_ops.iter().any(|&m| !is_node(d, &ops[m])) || (node_ops.is_empty() && gathered.is_none()) {
+        return None;
+    }
     let mut nodes = Vec::new();
     for &m in &node_ops {
         let op = &ops[m];
@@ -213,7 +244,8 @@ fn fusion<'a>(d: &'a GraphDescription, members: &[usize], max_bindings: usize) -
             output: d.descriptors[op.outputs[0]].clone(),
         });
     }
-    if chain_inputs.len() > NAMES.len() || inputs.len() + chain_inputs.len() + 1 > max_bindings {
+    let extra = gathered.is_some() as usize;
+    if chain_inputs.len() > NAMES.len() || inputs.len() + chain_inputs.len() + extra + 1 > max_bindings {
         return None;
     }
     if let Some(p) = producer {
@@ -233,11 +265,63 @@ fn fusion<'a>(d: &'a GraphDescription, members: &[usize], max_bindings: usize) -
         producer: producer.map(|p| (&ops[p].op, d.descriptors[ops[p].outputs[0]].clone())),
         chain_inputs: chain_inputs.iter().map(|&i| d.descriptors[i].clone()).collect(),
         nodes,
+        gathered_b: gathered.zip(producer).map(|(g, p)| GatheredB {
+            b: d.descriptors[ops[p].inputs[1]].clone(),
+            rows: d.descriptors[ops[g].inputs[0]].shape[0],
+        }),
     };
     // Every expression must exist and their helpers agree.
     fused.functions().ok()?;
     inputs.extend(chain_inputs);
+    inputs.extend(gathered.map(|g| ops[g].inputs[1]));
     Some((inputs, fused))
+}
+
+/// The operators that make operator `p`'s B one entry of a stack, if `p` is a matmul or gemm whose
+/// B is `gather(stack, indices, {axis: 0})` with one index, possibly reshaped: the gather, then the
+/// reshape if any. `producer(o)` is the operator writing operand `o` (where to look), and `sole(o)`
+/// says that `o` is read by its one reader only and is no graph output.
+fn gathered_b(
+    d: &GraphDescription,
+    ops: &[Operator],
+    p: usize,
+    producer: impl Fn(usize) -> Option<usize>,
+    sole: impl Fn(usize) -> bool,
+) -> Option<Vec<usize>> {
+    if !matches!(ops[p].op, Op::Matmul | Op::Gemm(_)) {
+        return None;
+    }
+    let b = ops[p].inputs[1];
+    // B read as A or C too would need the copy.
+    if ops[p].inputs.iter().filter(|&&i| i == b).count() != 1 {
+        return None;
+    }
+    let mut found = Vec::new();
+    let mut o = b;
+    loop {
+        let j = producer(o)?;
+        if !sole(o) || ops[j].outputs.len() != 1 {
+            return None;
+        }
+        match &ops[j].op {
+            Op::Reshape { .. } if found.is_empty() => {
+                found.push(j);
+                o = ops[j].inputs[0];
+            }
+            Op::Gather { axis: 0 } => {
+                let indices = &d.descriptors[ops[j].inputs[1]];
+                let stack = &d.descriptors[ops[j].inputs[0]];
+                let one = indices.element_count() == 1 && stack.rank() >= 1;
+                let typed = matches!(indices.data_type, DataType::Int32 | DataType::Uint32 | DataType::Int64);
+                if !one || !typed {
+                    return None;
+                }
+                found.insert(0, j);
+                return Some(found);
+            }
+            _ => return None,
+        }
+    }
 }
 
 /// The member of `members` writing operand `o`.

@@ -133,7 +133,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         }
         let count = self.out.element_count();
         let partial = OperandDescriptor::new(DataType::Float32, vec![(count * splits as u64).min(u32::MAX as u64) as u32]);
-        let inputs: Vec<_> = std::iter::once(("s", &partial)).chain(self.input_names().into_iter().skip(2)).collect();
+        let (finish_inputs, finish_reads) = self.finish_inputs();
+        let inputs: Vec<_> = std::iter::once(("s", &partial)).chain(finish_inputs).collect();
         let mut sum = ElementwiseKernel {
             inputs,
             output: self.out,
@@ -144,7 +145,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             ),
         }
         .build()?;
-        sum.reads = std::iter::once(BufRef::Scratch(0)).chain(self.reads().into_iter().skip(2)).collect();
+        sum.reads = std::iter::once(BufRef::Scratch(0)).chain(finish_reads).collect();
         Ok(Lowering::Kernels { scratch: vec![crate::ops::wgsl::buffer_size(&partial)], launches: vec![main, sum] })
     }
 }

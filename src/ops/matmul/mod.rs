@@ -32,7 +32,9 @@
 //! neighbouring invocations, so a subgroup still reads whole rows of B (several K rows at once).
 //!
 //! Every kernel applies `finish(acc, m, n)` (alpha, beta * C) to each output, most of them
-//! through `store(quad, row, col, o)`: the place an epilogue goes.
+//! through `store(quad, row, col, o)`: the place an epilogue goes. Every kernel finds B through
+//! `b_base(batch)`: with B gathered from a stack ([`Gathered`]) that adds the gathered index's
+//! offset, so the kernel reads the stack in place of a copy of one of its entries.
 
 mod direct;
 mod dot;
@@ -182,6 +184,17 @@ struct Product<'a> {
     device: DeviceTraits,
     /// Fused element-wise operators applied by `finish` (`out` is then their output).
     epilogue: Option<&'a Epilogue<'a>>,
+    gathered: Option<Gathered<'a>>,
+}
+
+/// B as `gather(stack, indices, {axis: 0})` of one index (reshaped or not): the kernel binds the
+/// stack in B's place and the indices after every other input (`bi`), and reads B from the entry
+/// the index selects, clamped as gather clamps it.
+#[derive(Clone, Copy)]
+pub struct Gathered<'a> {
+    /// The stack's first dimension.
+    pub rows: u32,
+    pub indices: &'a OperandDescriptor,
 }
 
 /// The tiled kernel's shape: a workgroup of `wx * wy` invocations computes a
@@ -358,11 +371,6 @@ impl Product<'_> {
         let mut s = coords_fn("batch", &self.batch);
         s += &broadcast_offset_fn("abatch", &self.a_batch, rank);
         s += &broadcast_offset_fn("bbatch", &self.b_batch, rank);
-        let (mk, kn) = (self.m as u64 * self.k as u64, self.k as u64 * self.n as u64);
-        s += &format!(
-            "fn a_base(batch: u32) -> u32 {{ return offset_abatch(coords_batch(batch)) * {mk}u; }}\n\
-             fn b_base(batch: u32) -> u32 {{ return offset_bbatch(coords_batch(batch)) * {kn}u; }}\n"
-        );
         let mut e = if self.alpha == 1.0 { "acc".to_string() } else { format!("{} * acc", literal(self.alpha, "f32")) };
         if let Some(c) = self.c {
             s += &broadcast_offset_fn("c", &c.shape, 2);
@@ -382,7 +390,32 @@ impl Product<'_> {
             v.push(("c", c));
         }
         v.extend(self.epilogue.iter().flat_map(|ep| ep.names()));
+        if let Some(g) = self.gathered {
+            v.push(("bi", g.indices));
+        }
         v
+    }
+
+    /// The inputs after A and B that `finish` reads (C and the epilogue's), and their bindings.
+    fn finish_inputs(&self) -> (Vec<(&'static str, &OperandDescriptor)>, Vec<BufRef>) {
+        let n = self.input_names().len() - 2 - self.gathered.is_some() as usize;
+        (self.input_names().into_iter().skip(2).take(n).collect(), self.reads().into_iter().skip(2).take(n).collect())
+    }
+
+    /// `a_base(batch)` and `b_base(batch)`: where a batch's matrices start, B's in the gathered
+    /// entry of its stack when gathered.
+    fn bases(&self) -> String {
+        let (mk, kn) = (self.m as u64 * self.k as u64, self.k as u64 * self.n as u64);
+        let mut s = format!("fn a_base(batch: u32) -> u32 {{ return offset_abatch(coords_batch(batch)) * {mk}u; }}\n");
+        let entry = match self.gathered {
+            Some(g) => {
+                s += &crate::ops::gather::position_fn(g.indices.data_type);
+                let bits = if g.indices.data_type == DataType::Int64 { "vec2<u32>(bi[0], bi[1])" } else { "bi[0]" };
+                format!(" + position({bits}, {}u) * {}u", g.rows, self.b.element_count())
+            }
+            None => String::new(),
+        };
+        s + &format!("fn b_base(batch: u32) -> u32 {{ return offset_bbatch(coords_batch(batch)) * {kn}u{entry}; }}\n")
     }
 
     fn lower(&self) -> Result<Lowering> {
@@ -531,6 +564,7 @@ impl Product<'_> {
         for (index, (name, d)) in names.iter().enumerate() {
             src += &match index {
                 0 | 1 => operand_access(index, name, d.data_type, access[index].0, access[index].1)?,
+                _ if *name == "bi" => format!("@group(0) @binding({index}) var<storage, read> bi: array<u32>;\n"),
                 _ => binding(index, name, d.data_type, false) + &load_fn(name, d.data_type)?,
             };
         }
@@ -541,6 +575,7 @@ impl Product<'_> {
             src += &binding(index, "out", out_type, true);
         }
         src += &self.helpers();
+        src += &self.bases();
         let (m, n) = (self.m, self.n);
         let body = if out_vec && self.epilogue.is_some() {
             // The epilogue once, in a loop over the lanes (see `registers`).
@@ -581,7 +616,7 @@ impl Product<'_> {
 }
 
 
-pub fn lower_matmul(request: &LowerRequest, epilogue: Option<&Epilogue>) -> Result<Lowering> {
+pub fn lower_matmul(request: &LowerRequest, epilogue: Option<&Epilogue>, gathered: Option<Gathered>) -> Result<Lowering> {
     let (a, b, out) = (request.inputs[0], request.inputs[1], request.outputs[0]);
     let (ra, rb, ro) = (a.rank(), b.rank(), out.rank());
     let (m, k, n) = (a.shape[ra - 2], a.shape[ra - 1], b.shape[rb - 1]);
@@ -603,11 +638,17 @@ pub fn lower_matmul(request: &LowerRequest, epilogue: Option<&Epilogue>) -> Resu
         beta: 0.0,
         device: request.device,
         epilogue,
+        gathered,
     }
     .lower()
 }
 
-pub fn lower_gemm(o: &GemmOptions, request: &LowerRequest, epilogue: Option<&Epilogue>) -> Result<Lowering> {
+pub fn lower_gemm(
+    o: &GemmOptions,
+    request: &LowerRequest,
+    epilogue: Option<&Epilogue>,
+    gathered: Option<Gathered>,
+) -> Result<Lowering> {
     let (a, b, out) = (request.inputs[0], request.inputs[1], request.outputs[0]);
     let (sa, sb) = gemm_shapes(o, a, b);
     let (m, k, n) = (sa[0], sa[1], sb[1]);
@@ -630,6 +671,7 @@ pub fn lower_gemm(o: &GemmOptions, request: &LowerRequest, epilogue: Option<&Epi
         beta: round_to(o.beta, t),
         device: request.device,
         epilogue,
+        gathered,
     }
     .lower()
 }
@@ -743,8 +785,8 @@ impl OpFamily for Family {
 
     fn lower(&self, op: &Op, request: &LowerRequest) -> Result<Lowering> {
         match op {
-            Op::Matmul => lower_matmul(request, None),
-            Op::Gemm(o) => lower_gemm(o, request, None),
+            Op::Matmul => lower_matmul(request, None, None),
+            Op::Gemm(o) => lower_gemm(o, request, None, None),
             _ => Err(not_this_family(op)),
         }
     }
