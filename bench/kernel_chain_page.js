@@ -1,6 +1,7 @@
 // What one more kernel costs in this browser: a chain of L dependent kernels dispatched at once
 // and read back, for several L, through navigator.ml (L reduceSum operators over an axis of size
-// 1, which leave the values as they are and do not fuse: one trivial kernel each) and in plain WebGPU on the page's own device (L dispatches of a one-binding
+// 1, which leave the values as they are and do not fuse: one trivial kernel each; and L GEMVs by a
+// 256 x 256 identity, a kernel that streams a weight as the MoE token graph's do) and in plain WebGPU on the page's own device (L dispatches of a one-binding
 // kernel in one compute pass, and of a kernel reading one buffer and writing another, as our
 // kernels do). The cost of a kernel is the slope between the shortest and the longest chain, so
 // the round trip around the chain drops out. Every chain's result is checked against float64.
@@ -33,7 +34,7 @@ const N = 256;
 /** Resolves to { lengths, ms: { path: [ms per chain length] }, usPerKernel: { path: µs } }. */
 export async function run({ lengths = [1, 32, 128], repeats = 30 } = {}) {
   const x = Float64Array.from({ length: N }, (_, i) => Math.sin(i) * 4);
-  const ms = { ours: [], 'plain, one buffer': [], 'plain, two buffers': [], 'plain, two buffers, nudged': [] };
+  const ms = { ours: [], 'ours, GEMV 256x256': [], 'plain, one buffer': [], 'plain, two buffers': [], 'plain, two buffers, nudged': [] };
 
   // Ours: reduceSum over the axis of size 1 of [1, 256], L times.
   const context = await navigator.ml.createContext();
@@ -48,6 +49,24 @@ export async function run({ lengths = [1, 32, 128], repeats = 30 } = {}) {
     context.dispatch(graph, { x: input }, { y: output });
     check(new Float32Array(await context.readTensor(output)), Float32Array.from(x), `ours, ${L} reduceSum`);
     ms.ours.push(await time(async () => {
+      context.dispatch(graph, { x: input }, { y: output });
+      await context.readTensor(output);
+    }, repeats));
+    graph.destroy();
+    output.destroy();
+  }
+  const identity = new Float32Array(N * N);
+  for (let i = 0; i < N; i++) identity[i * N + i] = 1;
+  for (const L of lengths) {
+    const b = new MLGraphBuilder(context);
+    const w = b.constant({ dataType: 'float32', shape: [N, N] }, identity);
+    let y = b.input('x', { dataType: 'float32', shape: [1, N] });
+    for (let i = 0; i < L; i++) y = b.matmul(y, w);
+    const graph = await b.build({ y });
+    const output = await context.createTensor({ dataType: 'float32', shape: [1, N], readable: true });
+    context.dispatch(graph, { x: input }, { y: output });
+    check(new Float32Array(await context.readTensor(output)), Float32Array.from(x), `ours, ${L} GEMVs`);
+    ms['ours, GEMV 256x256'].push(await time(async () => {
       context.dispatch(graph, { x: input }, { y: output });
       await context.readTensor(output);
     }, repeats));
