@@ -4,7 +4,8 @@
 //! tests). Shapes that divide the tiles (unchecked loads) and ones that do not, M = 1, N = 1,
 //! K = 1, broadcast batches, float16 with even and odd N, gemm transposes with `c`. The GPU GEMV
 //! and dot kernels run with their subgroup reduction (when the adapter has subgroups) and with
-//! `WEBNN_WGPU_SUBGROUPS=0` (workgroup memory only).
+//! `WEBNN_WGPU_SUBGROUPS=0` (workgroup memory only). Each variant also reads a B gathered from a
+//! stack in place (matmul and gemm with bTranspose, as the MoE token graph applies its experts).
 #![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;
@@ -12,9 +13,9 @@ mod common;
 mod product;
 use common::*;
 use product::check_product;
-use webnn_wgpu::graph::DataType;
+use webnn_wgpu::graph::{DataType, OperandDescriptor};
 use webnn_wgpu::ops::matmul::GemmOptions;
-use webnn_wgpu::ops::Op;
+use webnn_wgpu::ops::{HostTensor, Op};
 
 const MATMULS: &[(&[u32], &[u32])] = &[
     (&[128, 32], &[32, 128]),
@@ -62,6 +63,39 @@ fn run_all(rng: &mut Rng) {
         for (o, inputs, k) in gemms(rng, data_type) {
             check_product(&ctx, &Op::Gemm(o), &inputs, k as usize);
         }
+        gathered(&ctx, rng, data_type);
+    }
+}
+
+/// `op(a, reshape(gather(stack, index, {axis: 0})))`, fused so that the kernel reads the stack
+/// in place, against the float64 reference of the operators one by one.
+fn gathered(ctx: &webnn_wgpu::backend::webgpu::Context, rng: &mut Rng, data_type: DataType) {
+    let (e, k, n) = (3u32, 24u32, 20u32);
+    let (ulp, abs) = if data_type == DataType::Float16 { (2, 2e-3) } else { (16, 1e-5) };
+    for (m, b_transpose, index) in [(1u32, false, 2.0), (1, true, -1.0), (3, true, 1.0), (9, false, 0.0), (40, false, 7.0)] {
+        let a = rng.tensor(data_type, &[m, k], -1.0, 1.0);
+        let stack = rng.tensor(data_type, &[e, k * n], -1.0, 1.0);
+        let index = HostTensor::new(OperandDescriptor::new(DataType::Int32, vec![]), vec![index]).unwrap();
+        let b_shape = if b_transpose { vec![n, k] } else { vec![k, n] };
+        let product = if b_transpose {
+            Op::Gemm(GemmOptions { b_transpose, ..GemmOptions::default() })
+        } else {
+            Op::Matmul
+        };
+        let ops = vec![
+            (Op::Gather { axis: 0 }, vec![1, 2]),
+            (Op::Reshape { new_shape: b_shape }, vec![3]),
+            (product.clone(), vec![0, 4]),
+        ];
+        let inputs = [a, stack, index];
+        let mut host = inputs.to_vec();
+        for (op, args) in &ops {
+            let args: Vec<HostTensor> = args.iter().map(|&i| host[i].clone()).collect();
+            host.push(reference_op(op, &args).unwrap().remove(0));
+        }
+        let got = run_graph(ctx, &inputs, &ops).unwrap();
+        let what = format!("{} [{m}, {k}] x gathered {data_type} B (bTranspose {b_transpose}, index {})", product.name(), inputs[2].data[0]);
+        assert_close(&[got], &[host.pop().unwrap()], ulp, abs, &what);
     }
 }
 
