@@ -1,7 +1,8 @@
 // What one more kernel costs in this browser: a chain of L dependent kernels dispatched at once
 // and read back, for several L, through navigator.ml (L reduceSum operators over an axis of size
 // 1, which leave the values as they are and do not fuse: one trivial kernel each; and L GEMVs by a
-// 256 x 256 identity, a kernel that streams a weight as the MoE token graph's do) and in plain WebGPU on the page's own device (L dispatches of a one-binding
+// 256 x 256 identity, a kernel that streams a weight as the MoE token graph's do, also with six
+// writeTensor() calls before each dispatch, as a MoE step makes) and in plain WebGPU on the page's own device (L dispatches of a one-binding
 // kernel in one compute pass, and of a kernel reading one buffer and writing another, as our
 // kernels do). The cost of a kernel is the slope between the shortest and the longest chain, so
 // the round trip around the chain drops out. Every chain's result is checked against float64.
@@ -34,7 +35,7 @@ const N = 256;
 /** Resolves to { lengths, ms: { path: [ms per chain length] }, usPerKernel: { path: µs } }. */
 export async function run({ lengths = [1, 32, 128], repeats = 30 } = {}) {
   const x = Float64Array.from({ length: N }, (_, i) => Math.sin(i) * 4);
-  const ms = { ours: [], 'ours, GEMV 256x256': [], 'plain, one buffer': [], 'plain, two buffers': [], 'plain, two buffers, nudged': [] };
+  const ms = { ours: [], 'ours, GEMV 256x256': [], 'ours, GEMV 256x256, 6 writes first': [], 'plain, one buffer': [], 'plain, two buffers': [], 'plain, two buffers, nudged': [] };
 
   // Ours: reduceSum over the axis of size 1 of [1, 256], L times.
   const context = await navigator.ml.createContext();
@@ -67,6 +68,12 @@ export async function run({ lengths = [1, 32, 128], repeats = 30 } = {}) {
     context.dispatch(graph, { x: input }, { y: output });
     check(new Float32Array(await context.readTensor(output)), Float32Array.from(x), `ours, ${L} GEMVs`);
     ms['ours, GEMV 256x256'].push(await time(async () => {
+      context.dispatch(graph, { x: input }, { y: output });
+      await context.readTensor(output);
+    }, repeats));
+    const bytes = Float32Array.from(x);
+    ms['ours, GEMV 256x256, 6 writes first'].push(await time(async () => {
+      for (let i = 0; i < 6; i++) context.writeTensor(input, bytes);
       context.dispatch(graph, { x: input }, { y: output });
       await context.readTensor(output);
     }, repeats));
