@@ -17,7 +17,7 @@ use crate::graph::{ConstantValue, GraphDescription, OperandSource, Operator};
 use crate::memory::budget::Evictable;
 use crate::memory::{EvictionPriority, Residency, SharedConstant};
 use crate::ops::Op;
-use crate::operand::OperandDescriptor;
+use crate::operand::{DataType, OperandDescriptor};
 
 /// One operator with its kernel.
 pub(super) struct Step {
@@ -84,6 +84,14 @@ impl CpuGraph {
             let last = group[group.len() - 1];
             group.iter().for_each(|&m| reader[m] = last);
         }
+        // Products reading a B gathered from a stack: the gather and reshape are read by them.
+        let gathered: Vec<Option<(Vec<usize>, Vec<usize>)>> =
+            (0..operators.len()).map(|i| gathered_b(&descriptors, &operators, &graph_outputs, i)).collect();
+        for (i, found) in gathered.iter().enumerate() {
+            if let Some((members, _)) = found {
+                members.iter().for_each(|&m| reader[m] = i);
+            }
+        }
         let mut last_use = vec![0usize; descriptors.len()];
         for (i, operator) in operators.iter().enumerate() {
             for &input in &operator.inputs {
@@ -103,6 +111,10 @@ impl CpuGraph {
                     return Ok(Kernel::Absorbed);
                 }
                 let operator = &operators[i];
+                if let Some((_, reads)) = &gathered[i] {
+                    let b_shape = descriptors[operator.inputs[1]].shape.clone();
+                    return Ok(Kernel::Gathered { product: operator.op.clone(), reads: reads.clone(), b_shape });
+                }
                 let input_descriptors: Vec<&OperandDescriptor> = operator.inputs.iter().map(|&i| &descriptors[i]).collect();
                 let output_descriptors: Vec<&OperandDescriptor> = operator.outputs.iter().map(|&o| &descriptors[o]).collect();
                 let constant: Vec<bool> = operator.inputs.iter().map(|&i| constant[i]).collect();
@@ -316,6 +328,7 @@ impl CpuContext {
             let reads = match &step.kernel {
                 Kernel::Absorbed => continue,
                 Kernel::Chain(_, inputs) => inputs,
+                Kernel::Gathered { reads, .. } => reads,
                 _ => &operator.inputs,
             };
             let operands = reads
@@ -396,6 +409,54 @@ fn chains(descriptors: &[OperandDescriptor], operators: &[Operator], graph_outpu
     }
     // An absorbed operator keeps an empty group; its chain's last operator lists it.
     groups
+}
+
+/// For a float32 matmul or gemm `i` whose B is `gather(stack, index, {axis: 0})` of one index,
+/// reshaped or not, each read by the next only and no graph output: the gather and reshape, and
+/// the operands the product reads instead of its own (A, the stack, the index, then C).
+/// `WEBNN_WGPU_FUSION=0` (native) turns this off with the chains.
+fn gathered_b(descriptors: &[OperandDescriptor], operators: &[Operator], graph_outputs: &[usize], i: usize) -> Option<(Vec<usize>, Vec<usize>)> {
+    let product = &operators[i];
+    if !crate::plan::fusion::enabled() || !matches!(product.op, Op::Matmul | Op::Gemm(_)) {
+        return None;
+    }
+    let float32 = |k: usize| descriptors[k].data_type == DataType::Float32;
+    if !product.inputs.iter().chain(&product.outputs).all(|&k| float32(k)) {
+        return None;
+    }
+    let b = product.inputs[1];
+    if product.inputs.iter().filter(|&&k| k == b).count() != 1 {
+        return None;
+    }
+    let producer = |o: usize| operators.iter().position(|op| op.outputs.contains(&o));
+    let sole = |o: usize| !graph_outputs.contains(&o) && operators.iter().filter(|op| op.inputs.contains(&o)).count() == 1;
+    let mut members = Vec::new();
+    let mut o = b;
+    loop {
+        let j = producer(o)?;
+        if !sole(o) || operators[j].outputs.len() != 1 {
+            return None;
+        }
+        match &operators[j].op {
+            Op::Reshape { .. } if members.is_empty() => {
+                members.push(j);
+                o = operators[j].inputs[0];
+            }
+            Op::Gather { axis: 0 } => {
+                let (stack, index) = (operators[j].inputs[0], operators[j].inputs[1]);
+                let one = descriptors[index].element_count() == 1 && descriptors[stack].rank() >= 1;
+                let typed = matches!(descriptors[index].data_type, DataType::Int32 | DataType::Uint32 | DataType::Int64);
+                if !one || !typed || !float32(stack) {
+                    return None;
+                }
+                members.push(j);
+                let mut reads = vec![product.inputs[0], stack, index];
+                reads.extend(product.inputs.get(2));
+                return Some((members, reads));
+            }
+            _ => return None,
+        }
+    }
 }
 
 /// The kernel of a chain's last operator: the chain's inputs are the operands its members read

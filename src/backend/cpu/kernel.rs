@@ -40,6 +40,11 @@ pub enum Kernel {
     Chain(Chain, Vec<usize>),
     /// An operator computed by the chain kernel of a later one.
     Absorbed,
+    /// A float32 matmul or gemm whose B is one entry of a stack, `gather(stack, index, {axis: 0})`
+    /// reshaped or not (the gather and reshape are `Absorbed`): B is read from the stack in place
+    /// instead of copied. Runs on the operands listed (A, the stack, the index, then C) with B of
+    /// shape `b_shape`.
+    Gathered { product: Op, reads: Vec<usize>, b_shape: Vec<u32> },
 }
 
 impl Kernel {
@@ -94,6 +99,30 @@ impl Kernel {
             Ok(vec![Rc::new(buffer)])
         };
         match self {
+            Kernel::Gathered { product, b_shape, .. } => float32_output(&mut |out| {
+                let (stack_descriptor, stack) = &inputs.get(1).ok_or_else(|| Error::Operation("gathered B: no stack".into()))?;
+                let (index_descriptor, index) = &inputs.get(2).ok_or_else(|| Error::Operation("gathered B: no index".into()))?;
+                let rows = stack_descriptor.shape.first().copied().unwrap_or(0);
+                let entry = b_shape.iter().map(|&d| d as usize).product::<usize>();
+                let bits = index.bytes();
+                let value = match (index_descriptor.data_type, bits.len()) {
+                    (DataType::Int32, 4..) => i32::from_le_bytes([bits[0], bits[1], bits[2], bits[3]]) as f64,
+                    (DataType::Uint32, 4..) => u32::from_le_bytes([bits[0], bits[1], bits[2], bits[3]]) as f64,
+                    (DataType::Int64, 8..) => i64::from_le_bytes(bits[..8].try_into().unwrap_or_default()) as f64,
+                    _ => return Err(Error::Operation("gathered B: the index is not int32, uint32 or int64".into())),
+                };
+                let start = ops::gather::position(value, rows.max(1)) * entry;
+                let b = stack.f32().get(start..start + entry).ok_or_else(|| Error::Operation("gathered B: the stack is shorter than its shape".into()))?;
+                match product {
+                    Op::Matmul => gemm::matmul_prepacked(input(0)?, shape(0), b, b_shape, None, out),
+                    Op::Gemm(o) => {
+                        let c = if o.has_c { Some((input(3)?, shape(3))) } else { None };
+                        let (alpha, beta) = (o.alpha as f32, o.beta as f32);
+                        gemm::gemm_op_prepacked(input(0)?, shape(0), b, b_shape, None, c, alpha, beta, o.a_transpose, o.b_transpose, out)
+                    }
+                    _ => Err(Error::Operation(format!("{} does not read a gathered B", product.name()))),
+                }
+            }),
             Kernel::Alias => inputs.first().map(|(_, b)| vec![b.clone()]).ok_or_else(|| Error::Operation("reshape has no input".into())),
             Kernel::Matmul(prepacked) => float32_output(&mut |out| {
                 let (k, n) = (shape(1)[0] as usize, shape(1)[1] as usize);
