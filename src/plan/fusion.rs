@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 
 use crate::graph::builder::{GraphDescription, Operator};
 use crate::graph::DataType;
+use crate::operand::OperandDescriptor;
 use crate::ops::fusion::{Arg, Fused, GatheredB, Node, NAMES};
 use crate::ops::{reduce, Op};
 
@@ -88,7 +89,7 @@ pub fn plan(d: &GraphDescription, max_bindings: u32) -> Vec<OpGroup<'_>> {
     let mut group: Vec<Vec<usize>> = Vec::with_capacity(ops.len());
     for (c, op) in ops.iter().enumerate() {
         group.push(vec![c]);
-        if let Some(prologue) = gathered_b(d, ops, c, |o| producer_of[o], |o| {
+        if let Some(prologue) = gathered_b(&d.descriptors, ops, c, |o| producer_of[o], |o| {
             consumers[o].len() == 1 && !outputs.contains(&o)
         }) {
             let mut candidate: Vec<usize> = prologue.iter().copied().chain([c]).collect();
@@ -199,7 +200,7 @@ fn fusion<'a>(d: &'a GraphDescription, members: &[usize], max_bindings: usize) -
     }
     // The operators gathering the producer's B, when they are members.
     let prologue = producer
-        .and_then(|p| gathered_b(d, ops, p, |o| producer_of(d, members, o), |_| true))
+        .and_then(|p| gathered_b(&d.descriptors, ops, p, |o| producer_of(d, members, o), |_| true))
         .unwrap_or_default();
     let gathered = prologue.iter().copied().find(|&m| matches!(ops[m].op, Op::Gather { .. }));
     if let (Some(g), Some(p)) = (gathered, producer) {
@@ -280,9 +281,10 @@ fn fusion<'a>(d: &'a GraphDescription, members: &[usize], max_bindings: usize) -
 /// The operators that make operator `p`'s B one entry of a stack, if `p` is a matmul or gemm whose
 /// B is `gather(stack, indices, {axis: 0})` with one index, possibly reshaped: the gather, then the
 /// reshape if any. `producer(o)` is the operator writing operand `o` (where to look), and `sole(o)`
-/// says that `o` is read by its one reader only and is no graph output.
-fn gathered_b(
-    d: &GraphDescription,
+/// says that `o` is read by its one reader only and is no graph output. Both backends read such a
+/// B in place (the CPU backend's `Kernel::Gathered`).
+pub fn gathered_b(
+    descriptors: &[OperandDescriptor],
     ops: &[Operator],
     p: usize,
     producer: impl Fn(usize) -> Option<usize>,
@@ -309,8 +311,8 @@ fn gathered_b(
                 o = ops[j].inputs[0];
             }
             Op::Gather { axis: 0 } => {
-                let indices = &d.descriptors[ops[j].inputs[1]];
-                let stack = &d.descriptors[ops[j].inputs[0]];
+                let indices = &descriptors[ops[j].inputs[1]];
+                let stack = &descriptors[ops[j].inputs[0]];
                 let one = indices.element_count() == 1 && stack.rank() >= 1;
                 let typed = matches!(indices.data_type, DataType::Int32 | DataType::Uint32 | DataType::Int64);
                 if !one || !typed {

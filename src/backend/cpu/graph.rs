@@ -411,52 +411,27 @@ fn chains(descriptors: &[OperandDescriptor], operators: &[Operator], graph_outpu
     groups
 }
 
-/// For a float32 matmul or gemm `i` whose B is `gather(stack, index, {axis: 0})` of one index,
-/// reshaped or not, each read by the next only and no graph output: the gather and reshape, and
-/// the operands the product reads instead of its own (A, the stack, the index, then C).
-/// `WEBNN_WGPU_FUSION=0` (native) turns this off with the chains.
+/// For a float32 matmul or gemm `i` whose B is gathered from a float32 stack
+/// ([`gathered_b`](crate::plan::fusion::gathered_b)): the gather and reshape, and the operands the
+/// product reads instead of its own (A, the stack, the index, then C). `WEBNN_WGPU_FUSION=0`
+/// (native) turns this off with the chains.
 fn gathered_b(descriptors: &[OperandDescriptor], operators: &[Operator], graph_outputs: &[usize], i: usize) -> Option<(Vec<usize>, Vec<usize>)> {
     let product = &operators[i];
-    if !crate::plan::fusion::enabled() || !matches!(product.op, Op::Matmul | Op::Gemm(_)) {
-        return None;
-    }
-    let float32 = |k: usize| descriptors[k].data_type == DataType::Float32;
-    if !product.inputs.iter().chain(&product.outputs).all(|&k| float32(k)) {
-        return None;
-    }
-    let b = product.inputs[1];
-    if product.inputs.iter().filter(|&&k| k == b).count() != 1 {
+    let float32 = |k: &usize| descriptors[*k].data_type == DataType::Float32;
+    if !crate::plan::fusion::enabled() || !product.inputs.iter().chain(&product.outputs).all(float32) {
         return None;
     }
     let producer = |o: usize| operators.iter().position(|op| op.outputs.contains(&o));
     let sole = |o: usize| !graph_outputs.contains(&o) && operators.iter().filter(|op| op.inputs.contains(&o)).count() == 1;
-    let mut members = Vec::new();
-    let mut o = b;
-    loop {
-        let j = producer(o)?;
-        if !sole(o) || operators[j].outputs.len() != 1 {
-            return None;
-        }
-        match &operators[j].op {
-            Op::Reshape { .. } if members.is_empty() => {
-                members.push(j);
-                o = operators[j].inputs[0];
-            }
-            Op::Gather { axis: 0 } => {
-                let (stack, index) = (operators[j].inputs[0], operators[j].inputs[1]);
-                let one = descriptors[index].element_count() == 1 && descriptors[stack].rank() >= 1;
-                let typed = matches!(descriptors[index].data_type, DataType::Int32 | DataType::Uint32 | DataType::Int64);
-                if !one || !typed || !float32(stack) {
-                    return None;
-                }
-                members.push(j);
-                let mut reads = vec![product.inputs[0], stack, index];
-                reads.extend(product.inputs.get(2));
-                return Some((members, reads));
-            }
-            _ => return None,
-        }
+    let members = crate::plan::fusion::gathered_b(descriptors, operators, i, producer, sole)?;
+    let gather = &operators[members[0]];
+    let (stack, index) = (gather.inputs[0], gather.inputs[1]);
+    if !float32(&stack) {
+        return None;
     }
+    let mut reads = vec![product.inputs[0], stack, index];
+    reads.extend(product.inputs.get(2));
+    Some((members, reads))
 }
 
 /// The kernel of a chain's last operator: the chain's inputs are the operands its members read
