@@ -533,9 +533,13 @@ function nextTurn() {
   return new Promise(turns);
 }
 
-async function nudged(handle, promise) {
-  const queue = handle.accelerated() ? handle.gpuDevice()?.queue : undefined;
-  if (typeof MessageChannel !== 'function' || !queue) return promise;
+// `c`: the context's slot, which keeps the queue to nudge (null for none) after the first read.
+async function nudged(c, promise) {
+  if (c.nudgeQueue === undefined) {
+    c.nudgeQueue = (typeof MessageChannel === 'function' && c.handle.accelerated() && c.handle.gpuDevice()?.queue) || null;
+  }
+  const queue = c.nudgeQueue;
+  if (!queue) return promise;
   let settled = false;
   const done = promise.then(() => { settled = true; }, () => { settled = true; });
   const start = performance.now();
@@ -629,7 +633,7 @@ class MLContext {
     if (t.destroyed) throw new TypeError('readTensor(): the MLTensor is destroyed');
     if (!t.readable) throw new TypeError('readTensor(): the MLTensor was not created readable');
     if (byob) validateBuffer(outputData, target, t.descriptor, 'readTensor(): outputData');
-    const bytes = await trackPending(t, nudged(c.handle, c.handle.readTensor(t.handle)));
+    const bytes = await trackPending(t, nudged(c, c.handle.readTensor(t.handle)));
     if (!byob) return bytes.buffer;
     // The buffer may have been detached (transferred) while the read was pending.
     const now = toBytes(outputData, 'readTensor(): outputData');
