@@ -1,3 +1,5 @@
+// The atomics build (nightly, scripts/build-wasm.sh) waits and wakes CPU threads with wasm atomics.
+#![cfg_attr(all(target_arch = "wasm32", target_feature = "atomics"), feature(stdarch_wasm_atomic_wait))]
 //! webnn-wgpu: the WebNN API on WebGPU through wgpu, with device memory primitives.
 //!
 //! Crate map (docs/DESIGN.md, "Layers and backends", says which imports still go upward):

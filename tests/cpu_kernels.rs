@@ -171,6 +171,33 @@ fn gemm_every_transpose_alpha_beta_and_c() {
     }
 }
 
+/// Products large enough to be split between the CPU threads (natively, one per core up to 8):
+/// row and column tiles, column tiles across a packed B's `NC` blocks, both GEMV paths, and an
+/// accumulated product, against the reference.
+#[test]
+fn products_split_between_threads() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(webnn_wgpu::backend::cpu::threads::count() > 1, cores > 1 && std::env::var("WEBNN_WGPU_CPU_THREADS").as_deref() != Ok("1"));
+    let mut rng = Rng::new(11);
+    for (m, k, n) in [(1, 700, 3001), (2, 300, 2500), (9, 130, 2300), (200, 70, 1100), (333, 257, 129), (70, 1100, 9), (1100, 300, 1)] {
+        check_matmul(&mut rng, &[m, k], &[k, n]);
+    }
+    // bTranspose with one row streams B's columns: the dot-product GEMV.
+    let (m, k, n) = (1u32, 900u32, 1500u32);
+    let options = GemmOptions { alpha: 0.5, beta: 1.0, a_transpose: false, b_transpose: true, has_c: true };
+    let abs_options = GemmOptions { alpha: 0.5, ..options.clone() };
+    let (a_shape, b_shape, c_shape) = ([m, k], [n, k], [n]);
+    let output = validate_gemm(&options, &[&descriptor(&a_shape), &descriptor(&b_shape), &descriptor(&c_shape)]).unwrap().remove(0);
+    let a = rng.floats((m * k) as usize, -1.0, 1.0);
+    let b = rng.floats((k * n) as usize, -1.0, 1.0);
+    let c = rng.floats(n as usize, -1.0, 1.0);
+    let mut out = vec![f32::NAN; (m * n) as usize];
+    gemm::gemm_op(&a, &a_shape, &b, &b_shape, Some((&c, &c_shape)), 0.5, 1.0, false, true, &mut out).unwrap();
+    let inputs: Vec<(&[u32], &[f32])> = vec![(&a_shape, &a), (&b_shape, &b), (&c_shape, &c)];
+    let (expected, scale) = reference(&Op::Gemm(options), &Op::Gemm(abs_options), &inputs, &output);
+    assert_close("gemm 1x900 by 1500x900 transposed", &out, &expected, &scale, k as usize);
+}
+
 /// The GEMM primitive over strided views (offsets, padded rows, transposed and column-strided
 /// operands) into a strided C, overwriting and accumulating, against a float64 loop.
 #[test]

@@ -101,6 +101,21 @@ pub fn prefer_backend(name: &str) -> bool {
     true
 }
 
+/// Threads the CPU backend runs kernels on: the page's own and the Web Workers that have
+/// entered [`cpu_worker`] (none in the plain build).
+#[wasm_bindgen(js_name = cpuThreads)]
+pub fn cpu_threads() -> u32 {
+    crate::backend::cpu::threads::count() as u32
+}
+
+/// The body of a CPU thread of the atomics build (`js/cpu_worker.js`, a Web Worker over the
+/// page's shared memory): runs kernel tasks as the page publishes them. Never returns.
+#[cfg(target_feature = "atomics")]
+#[wasm_bindgen(js_name = cpuWorker)]
+pub fn cpu_worker() {
+    crate::backend::cpu::threads::work()
+}
+
 /// The entry point `js/webnn.js` receives from the loader: everything else is reached through
 /// the objects it returns.
 #[wasm_bindgen]

@@ -11,6 +11,7 @@ pub mod kernel;
 pub mod kernels;
 pub mod saved;
 pub mod tensor;
+pub mod threads;
 
 pub use context::CpuContext;
 pub use graph::CpuGraph;

@@ -6,6 +6,9 @@
 //! plain Rust over fixed-size arrays that LLVM vectorises otherwise. Every entry point checks
 //! that its views stay inside their slices and returns an error instead of panicking.
 
+use std::ops::Range;
+
+use crate::backend::cpu::threads;
 use crate::error::{Error, Result};
 
 use super::scratch::{self, Slot};
@@ -229,48 +232,75 @@ fn gemv(
     let (k, n) = (mat.rows, mat.cols);
     if mat.col_stride == 1 && y_stride == 1 {
         // Rows of `mat` are contiguous: y += (alpha * x[p]) * row p, four rows per pass over a
-        // block of y that stays in L1.
-        let y = &mut y[..n];
-        if !accumulate {
-            y.fill(0.0);
-        }
+        // block of y that stays in L1; the CPU threads take column ranges of y.
+        let y = Out::new(&mut y[..n]);
         let x = |p: usize| alpha * x_data[x_offset + p * x_stride];
-        for j0 in (0..n).step_by(GEMV_COLUMNS) {
-            let y = &mut y[j0..n.min(j0 + GEMV_COLUMNS)];
-            let width = y.len();
-            let row = |p: usize| &mat.data[mat.index(p, j0)..][..width];
-            let mut p = 0;
-            while p + 4 <= k {
-                let (x0, x1, x2, x3) = (x(p), x(p + 1), x(p + 2), x(p + 3));
-                let (r0, r1, r2, r3) = (row(p), row(p + 1), row(p + 2), row(p + 3));
-                for (j, out) in y.iter_mut().enumerate() {
-                    *out += x0 * r0[j] + x1 * r1[j] + x2 * r2[j] + x3 * r3[j];
+        let parts = gemv_parts(k, n);
+        return threads::try_for_each(parts.len(), &|t| {
+            let part = parts[t].clone();
+            let y = y.segment(part.start, part.len());
+            if !accumulate {
+                y.fill(0.0);
+            }
+            let len = y.len();
+            for j0 in (0..len).step_by(GEMV_COLUMNS) {
+                let y = &mut y[j0..len.min(j0 + GEMV_COLUMNS)];
+                let width = y.len();
+                let row = |p: usize| &mat.data[mat.index(p, part.start + j0)..][..width];
+                let mut p = 0;
+                while p + 4 <= k {
+                    let (x0, x1, x2, x3) = (x(p), x(p + 1), x(p + 2), x(p + 3));
+                    let (r0, r1, r2, r3) = (row(p), row(p + 1), row(p + 2), row(p + 3));
+                    for (j, out) in y.iter_mut().enumerate() {
+                        *out += x0 * r0[j] + x1 * r1[j] + x2 * r2[j] + x3 * r3[j];
+                    }
+                    p += 4;
                 }
-                p += 4;
+                for p in p..k {
+                    let (xp, r) = (x(p), row(p));
+                    y.iter_mut().zip(r).for_each(|(out, &v)| *out += xp * v);
+                }
             }
-            for p in p..k {
-                let (xp, r) = (x(p), row(p));
-                y.iter_mut().zip(r).for_each(|(out, &v)| *out += xp * v);
-            }
-        }
-        return Ok(true);
+            Ok(())
+        })
+        .map(|()| true);
     }
     if mat.row_stride == 1 {
-        // Columns of `mat` are contiguous: one dot product per output, x gathered once.
+        // Columns of `mat` are contiguous: one dot product per output, x gathered once; the CPU
+        // threads take ranges of outputs.
         return scratch::with(Slot::Pack, k, |xs| {
             for (p, v) in xs.iter_mut().enumerate() {
                 *v = x_data[x_offset + p * x_stride];
             }
-            for j in 0..n {
-                let column = &mat.data[mat.index(0, j)..][..k];
-                let out = &mut y[j * y_stride];
-                let value = alpha * dot(xs, column);
-                *out = if accumulate { *out + value } else { value };
-            }
+            let xs = &*xs;
+            let y = Out::new(y);
+            let parts = gemv_parts(k, n);
+            threads::try_for_each(parts.len(), &|t| {
+                for j in parts[t].clone() {
+                    let column = &mat.data[mat.index(0, j)..][..k];
+                    let value = alpha * dot(xs, column);
+                    if let [out] = y.segment(j * y_stride, 1) {
+                        *out = if accumulate { *out + value } else { value };
+                    }
+                }
+                Ok(())
+            })?;
             Ok(true)
         });
     }
     Ok(false)
+}
+
+/// Streamed products of at least this many elements of the matrix are split between the CPU
+/// threads.
+const PARALLEL_GEMV: usize = 1 << 17;
+
+/// The output ranges of a GEMV over a `k x n` matrix for the CPU threads: about two per thread,
+/// multiples of 64 outputs.
+fn gemv_parts(k: usize, n: usize) -> Vec<Range<usize>> {
+    let threads = if k.saturating_mul(n) >= PARALLEL_GEMV { threads::count() } else { 1 };
+    let per = n.div_ceil(2 * threads).next_multiple_of(64).max(1);
+    (0..n).step_by(per).map(|j| j..n.min(j + per)).collect()
 }
 
 /// A dot product over 16 independent lanes, which LLVM turns into four vector accumulators.
@@ -286,38 +316,118 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
-/// The blocked product: B blocks packed once per `(jc, pc)`, A blocks once per `(jc, pc, ic)`
-/// (or taken from their [`Packed`] copies), the micro-kernel over every `MR x NR` tile of the
-/// block.
+/// The blocked product, split into tiles of C for the CPU threads ([`tiles`]), each run by
+/// [`block`].
 #[allow(clippy::too_many_arguments)]
 fn packed(a: Matrix, a_packed: Option<&Packed>, b: Matrix, b_packed: Option<&Packed>, alpha: f32, c: &mut [f32], ldc: usize, accumulate: bool) -> Result<()> {
+    let (m, n) = (a.rows, b.cols);
+    let out = Out::new(c);
+    let tiles = tiles(m, n, a.cols);
+    threads::try_for_each(tiles.len(), &|t| {
+        let (rows, cols) = tiles[t].clone();
+        block(&a, a_packed, &b, b_packed, alpha, &out, ldc, accumulate, rows, cols)
+    })
+}
+
+/// Products of at least this many multiply-adds are split between the CPU threads.
+const PARALLEL_MACS: usize = 1 << 19;
+
+/// The tiles of an `m x n` product of depth `k` for the CPU threads: about three per thread,
+/// rows split at multiples of `MC` first (each tile packs its own B block, so tall tiles pack
+/// least), columns at multiples of `NR` where the rows are too few.
+fn tiles(m: usize, n: usize, k: usize) -> Vec<(Range<usize>, Range<usize>)> {
+    let threads = if m.saturating_mul(n).saturating_mul(k) >= PARALLEL_MACS { threads::count() } else { 1 };
+    let want = if threads > 1 { 3 * threads } else { 1 };
+    let row_blocks = m.div_ceil(MC);
+    let row_parts = row_blocks.clamp(1, want);
+    let rows_per = row_blocks.div_ceil(row_parts) * MC;
+    let col_parts = want.div_ceil(row_parts).min(n.div_ceil(NR * 8)).max(1);
+    let cols_per = n.div_ceil(col_parts).next_multiple_of(NR);
+    let mut tiles = Vec::new();
+    for i in (0..m).step_by(rows_per.max(1)) {
+        for j in (0..n).step_by(cols_per.max(1)) {
+            tiles.push((i..m.min(i + rows_per), j..n.min(j + cols_per)));
+        }
+    }
+    tiles
+}
+
+/// C as the CPU threads write it: each tile through its own row segments, which never overlap
+/// another tile's.
+struct Out {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: `Out` hands out `&mut` segments only through `segment`, and the tiles that share an
+// `Out` write disjoint rows or disjoint column ranges of them.
+unsafe impl Sync for Out {}
+
+impl Out {
+    fn new(c: &mut [f32]) -> Out {
+        Out { ptr: c.as_mut_ptr(), len: c.len() }
+    }
+
+    /// Elements `start..start + len`, clamped to C.
+    #[allow(clippy::mut_from_ref)]
+    fn segment(&self, start: usize, len: usize) -> &mut [f32] {
+        let end = start.saturating_add(len).min(self.len);
+        let start = start.min(end);
+        // SAFETY: in bounds by the clamping above; no other live reference covers these elements
+        // (see the `Sync` impl: each element belongs to one tile, and a tile's segments are used
+        // one at a time).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), end - start) }
+    }
+}
+
+/// The blocked product of rows `rows` and columns `cols` of C: B blocks packed once per
+/// `(jc, pc)`, A blocks once per `(jc, pc, ic)` (or taken from their [`Packed`] copies), the
+/// micro-kernel over every `MR x NR` tile of the block. `rows` starts at a multiple of `MC` and
+/// `cols` at a multiple of `NR`.
+#[allow(clippy::too_many_arguments)]
+fn block(
+    a: &Matrix,
+    a_packed: Option<&Packed>,
+    b: &Matrix,
+    b_packed: Option<&Packed>,
+    alpha: f32,
+    c: &Out,
+    ldc: usize,
+    accumulate: bool,
+    rows: Range<usize>,
+    cols: Range<usize>,
+) -> Result<()> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     let kc_max = depth_block(k);
-    let mc_max = if a_packed.is_some() { 0 } else { m.min(MC).next_multiple_of(MR) };
-    let nc_max = if b_packed.is_some() { 0 } else { n.min(NC).next_multiple_of(NR) };
+    let mc_max = if a_packed.is_some() { 0 } else { rows.len().min(MC).next_multiple_of(MR) };
+    let nc_max = if b_packed.is_some() { 0 } else { cols.len().min(NC).next_multiple_of(NR) };
     let m_pad = m.next_multiple_of(MR);
     scratch::with(Slot::Pack, (mc_max + nc_max) * kc_max, |buffer| {
         let (a_pack, b_pack) = buffer.split_at_mut(mc_max * kc_max);
-        for jc in (0..n).step_by(NC) {
-            let nc = NC.min(n - jc);
+        let mut jc = cols.start;
+        while jc < cols.end {
+            // Column blocks end where a packed B's blocks end, at multiples of NC.
+            let block_start = jc / NC * NC;
+            let nc = cols.end.min(block_start + NC) - jc;
             let nc_pad = nc.next_multiple_of(NR);
+            let block_pad = NC.min(n - block_start).next_multiple_of(NR);
             for pc in (0..k).step_by(kc_max) {
                 let kc = kc_max.min(k - pc);
                 let b_block: &[f32] = match b_packed {
-                    Some(p) => &p.data[jc * k + pc * nc_pad..][..nc_pad * kc],
+                    Some(p) => &p.data[block_start * k + pc * block_pad + (jc - block_start) * kc..][..nc_pad * kc],
                     None => {
-                        pack_b(&b, pc, kc, jc, nc, b_pack);
+                        pack_b(b, pc, kc, jc, nc, b_pack);
                         b_pack
                     }
                 };
                 // Blocks after the first depth block add to what the first wrote.
                 let add = accumulate || pc > 0;
-                for ic in (0..m).step_by(MC) {
-                    let mc = MC.min(m - ic);
+                for ic in rows.clone().step_by(MC) {
+                    let mc = MC.min(rows.end - ic);
                     let a_block: &[f32] = match a_packed {
                         Some(p) => &p.data[m_pad * pc + ic * kc..][..mc.next_multiple_of(MR) * kc],
                         None => {
-                            pack_a(&a, ic, mc, pc, kc, a_pack);
+                            pack_a(a, ic, mc, pc, kc, a_pack);
                             a_pack
                         }
                     };
@@ -332,6 +442,7 @@ fn packed(a: Matrix, a_packed: Option<&Packed>, b: Matrix, b_packed: Option<&Pac
                     }
                 }
             }
+            jc += nc;
         }
         Ok(())
     })
@@ -395,9 +506,9 @@ fn pack_b(b: &Matrix, pc: usize, kc: usize, jc: usize, nc: usize, dst: &mut [f32
 
 /// Writes the `rows x cols` corner of a tile to C at `start`, scaled by alpha.
 #[allow(clippy::too_many_arguments)]
-fn store(tile: &[[f32; NR]; MR], alpha: f32, c: &mut [f32], start: usize, ldc: usize, rows: usize, cols: usize, add: bool) {
+fn store(tile: &[[f32; NR]; MR], alpha: f32, c: &Out, start: usize, ldc: usize, rows: usize, cols: usize, add: bool) {
     for (i, values) in tile.iter().enumerate().take(rows) {
-        let out = &mut c[start + i * ldc..][..cols];
+        let out = c.segment(start + i * ldc, cols);
         if add {
             out.iter_mut().zip(values).for_each(|(o, &v)| *o += alpha * v);
         } else {
