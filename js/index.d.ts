@@ -16,6 +16,15 @@ export interface InstallOptions {
    * @default "auto"
    */
   backend?: "auto" | "webgpu" | "cpu";
+  /**
+   * The CPU backend's threads where the page is cross-origin isolated (COOP `same-origin` and
+   * COEP `require-corp`, so SharedArrayBuffer exists): the atomics build is loaded and
+   * `threads - 1` Web Workers run kernel tasks beside the page's thread. `"auto"` is
+   * min(4, ceil(hardwareConcurrency / 2)), onnxruntime-web's default. Without isolation the CPU
+   * backend runs on the page's thread alone. Read when the module loads.
+   * @default "auto"
+   */
+  threads?: "auto" | number;
 }
 
 /** What init() accepts: the .wasm file's URL, its bytes, a Response or a compiled module. */
@@ -41,6 +50,9 @@ export function install(options?: InstallOptions): boolean;
  * says otherwise); resolves when it is ready. A failed load can be retried.
  */
 export function init(moduleOrPath?: InitInput): Promise<unknown>;
+
+/** The CPU backend's threads in this page: 1 before the module loads and without isolation. */
+export function cpuThreads(): Promise<number>;
 
 /** A buffer a WebNN method reads or writes: AllowSharedBufferSource of the specification. */
 export type MLBufferSource = ArrayBuffer | SharedArrayBuffer | ArrayBufferView;

@@ -6,6 +6,11 @@
 #   pkg/webnn_wgpu.js + pkg/webnn_wgpu_bg.wasm   the wasm-bindgen output (--target web): the glue
 #                     finds the .wasm with new URL('webnn_wgpu_bg.wasm', import.meta.url), which
 #                     works in a plain <script type="module"> and in webpack 5, Vite and esbuild
+#   pkg/webnn_wgpu_threads.js + pkg/webnn_wgpu_threads_bg.wasm + pkg/cpu_worker.js   the atomics
+#                     build (shared memory; CPU kernels on Web Workers), which index.js loads in a
+#                     cross-origin isolated page. It needs the nightly toolchain with rust-src
+#                     (std rebuilt with atomics), which scripts/setup.sh installs; without them it
+#                     is left out with a warning, and every page runs the plain build
 #   pkg/package.json  generated below from the crate's version; `npm pack pkg` makes the tarball
 # This is what `wasm-pack build --target web` produces (wasm-pack runs the same wasm-bindgen),
 # without needing wasm-pack installed or wasm-opt downloaded.
@@ -15,6 +20,22 @@ cd "$(dirname "$0")/.."
 cargo build --target wasm32-unknown-unknown --release --lib
 rm -rf pkg
 wasm-bindgen --target web --out-dir pkg target/wasm32-unknown-unknown/release/webnn_wgpu.wasm
+
+# The atomics build: std rebuilt with atomics (nightly's -Z build-std), memory imported, shared
+# and up to 4 GiB; wasm-bindgen sees the shared memory and emits the thread-aware glue.
+threads=no
+if cargo +nightly --version >/dev/null 2>&1 && [ -d "$(rustc +nightly --print sysroot)/lib/rustlib/src/rust/library" ]; then
+  RUSTFLAGS="-C target-feature=+simd128,+atomics,+bulk-memory,+mutable-globals -C link-arg=--shared-memory \
+-C link-arg=--import-memory -C link-arg=--max-memory=4294967296 -C link-arg=--export=__wasm_init_tls \
+-C link-arg=--export=__tls_size -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base" \
+    cargo +nightly build --target wasm32-unknown-unknown --release --lib -Z build-std=panic_abort,std \
+    --target-dir target/threads
+  wasm-bindgen --target web --out-dir pkg --out-name webnn_wgpu_threads target/threads/wasm32-unknown-unknown/release/webnn_wgpu.wasm
+  cp js/cpu_worker.js pkg/cpu_worker.js
+  threads=yes
+else
+  echo "build-wasm.sh: WARNING: no nightly toolchain with rust-src (scripts/setup.sh installs them): pkg/ has no threaded build" >&2
+fi
 
 # The glue imports js/webnn.js from pkg/snippets/<crate>-<hash>/; index.js must reach the same
 # module instance, so it imports it through a stable re-export.
@@ -28,7 +49,7 @@ cp js/index.js pkg/index.js
 cp js/index.d.ts pkg/index.d.ts
 cp LICENSE-MIT LICENSE-APACHE pkg/
 # wasm-bindgen's own declarations describe the internal handles; index.d.ts replaces them.
-rm -f pkg/webnn_wgpu.d.ts pkg/webnn_wgpu_bg.wasm.d.ts
+rm -f pkg/webnn_wgpu.d.ts pkg/webnn_wgpu_bg.wasm.d.ts pkg/webnn_wgpu_threads.d.ts pkg/webnn_wgpu_threads_bg.wasm.d.ts
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 cat > pkg/package.json <<JSON
@@ -47,6 +68,7 @@ cat > pkg/package.json <<JSON
       "default": "./index.js"
     },
     "./webnn_wgpu_bg.wasm": "./webnn_wgpu_bg.wasm",
+    "./webnn_wgpu_threads_bg.wasm": "./webnn_wgpu_threads_bg.wasm",
     "./package.json": "./package.json"
   },
   "files": [
@@ -55,6 +77,9 @@ cat > pkg/package.json <<JSON
     "webnn.js",
     "webnn_wgpu.js",
     "webnn_wgpu_bg.wasm",
+    "webnn_wgpu_threads.js",
+    "webnn_wgpu_threads_bg.wasm",
+    "cpu_worker.js",
     "snippets/",
     "README.md",
     "LICENSE-MIT",
@@ -83,4 +108,4 @@ const builder = new MLGraphBuilder(context);
 Works from bundlers (webpack 5, Vite) and from a plain `<script type="module">`; types in
 `index.d.ts`. See the repository's README.md, docs/API.md and docs/EXTENSIONS.md.
 MD
-echo "pkg/ ready: import { install } from './pkg/index.js'; npm pack pkg makes the tarball"
+echo "pkg/ ready (threaded build: $threads): import { install } from './pkg/index.js'; npm pack pkg makes the tarball"

@@ -23,8 +23,10 @@ const MIME = {
   '.bin': 'application/octet-stream',
 };
 
-/** Starts serving `root`; resolves to the listening server (port 0 picks a free port). */
-export function serve(root, port = 0, host = '127.0.0.1') {
+/** Starts serving `root`; resolves to the listening server (port 0 picks a free port). With
+ * `isolated`, every response carries COOP same-origin and COEP require-corp, which make a page
+ * cross-origin isolated (SharedArrayBuffer, the CPU backend's threads). */
+export function serve(root, port = 0, host = '127.0.0.1', { isolated = false } = {}) {
   const base = path.resolve(root);
   const server = http.createServer((req, res) => {
     let rel;
@@ -63,6 +65,7 @@ export function serve(root, port = 0, host = '127.0.0.1') {
         'content-type': MIME[path.extname(file).toLowerCase()] || 'application/octet-stream',
         'content-length': st.size - start,
         'cache-control': 'no-store',
+        ...(isolated ? { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' } : {}),
         ...(query.has('ranges') ? { 'accept-ranges': 'bytes' } : {}),
         ...(range ? { 'content-range': `bytes ${start}-${st.size - 1}/${st.size}` } : {}),
       });

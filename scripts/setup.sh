@@ -17,6 +17,16 @@ fi
 
 rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
 
+# The threaded wasm build (scripts/build-wasm.sh) rebuilds std with atomics, which takes the
+# nightly toolchain and its rust-src; both come from rustup's own server.
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+  rustup toolchain install nightly --profile minimal --component rust-src ||
+    echo "setup.sh: WARNING: no nightly toolchain: pkg/ will have no threaded build" >&2
+elif ! rustup component list --toolchain nightly --installed | grep -qx 'rust-src'; then
+  rustup component add rust-src --toolchain nightly ||
+    echo "setup.sh: WARNING: no rust-src for nightly: pkg/ will have no threaded build" >&2
+fi
+
 # wasm-bindgen-cli must match the wasm-bindgen crate in Cargo.lock exactly.
 wb_version=$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"/\1/p')
 if ! command -v wasm-bindgen >/dev/null || [ "$(wasm-bindgen --version | cut -d' ' -f2)" != "$wb_version" ]; then

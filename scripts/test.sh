@@ -56,7 +56,7 @@ for s in ${STAGES:-}; do
   fi
 done
 
-NARROWING="WPT_FILES CASE_TIMEOUT_MS CYCLES CONTEXT_CYCLES SECONDS SEED CALLS STEPS PIPELINE_STEPS GRAPH_FUZZ_CASES PROPTEST_CASES LEAK_CYCLES LEAK_CONTEXT_CYCLES WEBNN_WGPU_FUSION WEBNN_WGPU_GEMV WEBNN_WGPU_SUBGROUPS CHROMIUM"
+NARROWING="WEBNN_THREADS WPT_FILES CASE_TIMEOUT_MS CYCLES CONTEXT_CYCLES SECONDS SEED CALLS STEPS PIPELINE_STEPS GRAPH_FUZZ_CASES PROPTEST_CASES LEAK_CYCLES LEAK_CONTEXT_CYCLES WEBNN_WGPU_FUSION WEBNN_WGPU_GEMV WEBNN_WGPU_SUBGROUPS CHROMIUM"
 mkdir -p out
 
 passed=0
@@ -139,11 +139,15 @@ moe_reference() {
     node tests/browser/moe_reference.mjs --webnn-cpu --mode lru --budget 0.25 --tokens 8
 }
 
-# The CPU backend in Chromium: a browser without WebGPU (tests/browser/cpu.mjs), then the
-# conformance cases, the API fuzzer, the leak cycles, the client models, the pipeline and MoE
-# pages with every context on the CPU.
+# The CPU backend in Chromium: a browser without WebGPU (tests/browser/cpu.mjs), its threads in
+# a cross-origin isolated page (tests/browser/cpu_threads.mjs; the conformance cases and the API
+# fuzzer on the atomics build with 3 threads too), then the conformance cases, the API fuzzer,
+# the leak cycles, the client models, the pipeline and MoE pages with every context on the CPU.
 cpu_backend() {
   node tests/browser/cpu.mjs &&
+    node tests/browser/cpu_threads.mjs &&
+    WEBNN_BACKEND=cpu WEBNN_THREADS=3 node tests/browser/conformance.mjs &&
+    WEBNN_BACKEND=cpu WEBNN_THREADS=3 SECONDS=10 node tests/browser/fuzz.mjs &&
     WEBNN_BACKEND=cpu node tests/browser/conformance.mjs &&
     WEBNN_BACKEND=cpu SECONDS=20 node tests/browser/fuzz.mjs &&
     WEBNN_BACKEND=cpu CYCLES=20000 WARMUP_CYCLES=10000 node tests/browser/leaks.mjs &&

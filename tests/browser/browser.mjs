@@ -23,11 +23,11 @@ export const CHROMIUM_ARGS = [
 ];
 
 /** Serves `root` (default: the repository) and launches Chromium with `CHROMIUM_ARGS` and
- * `extraArgs`; `close()` stops both. */
+ * `extraArgs`; `close()` stops both. With WEBNN_THREADS set, pages are cross-origin isolated. */
 export async function start(root = ROOT, extraArgs = []) {
   const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
   if (!fs.existsSync(executablePath)) throw new Error(`${executablePath} is missing: run scripts/setup.sh`);
-  const server = await serve(root, 0);
+  const server = await serve(root, 0, '127.0.0.1', { isolated: Boolean(process.env.WEBNN_THREADS) });
   const browser = await chromium.launch({ executablePath, args: [...CHROMIUM_ARGS, ...extraArgs], headless: true });
   const url = `http://localhost:${server.address().port}`;
   const close = async () => {
@@ -55,9 +55,10 @@ export async function harnessReady(page) {
 }
 
 /** The harness page's URL under `url`: its contexts run on the backend WEBNN_BACKEND names
- * (`webgpu`, the default, or `cpu`). */
+ * (`webgpu`, the default, or `cpu`), the CPU backend on WEBNN_THREADS threads when set. */
 export function harnessUrl(url) {
-  return `${url}/tests/browser/harness.html?backend=${process.env.WEBNN_BACKEND || 'webgpu'}`;
+  const threads = process.env.WEBNN_THREADS ? `&threads=${process.env.WEBNN_THREADS}` : '';
+  return `${url}/tests/browser/harness.html?backend=${process.env.WEBNN_BACKEND || 'webgpu'}${threads}`;
 }
 
 /** Opens the harness page in a new page of `browser` (see `openPage`) and waits until it is ready. */

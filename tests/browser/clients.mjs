@@ -32,7 +32,7 @@ try {
   // ORT's C++ log (the WebNN session's is verbose) goes to the page's console.
   let lines = [];
   const open = async () => {
-    const p = await openPage(browser, `${url}/tests/browser/clients.html?backend=${process.env.WEBNN_BACKEND || 'webgpu'}`, 'clients');
+    const p = await openPage(browser, `${url}/tests/browser/clients.html?backend=${process.env.WEBNN_BACKEND || 'webgpu'}${process.env.WEBNN_THREADS ? `&threads=${process.env.WEBNN_THREADS}` : ''}`, 'clients');
     p.on('console', (m) => lines.push(m.text()));
     await withTimeout(p.evaluate(() => window.clients.ready), 60000, 'clients page');
     return p;

@@ -243,7 +243,10 @@ function wrapMethod(proto, name, count) {
 }
 
 export async function setup() {
-  install({ force: true, backend: new URLSearchParams(location.search).get('backend') ?? 'webgpu' });
+  const query = new URLSearchParams(location.search);
+  // ?threads=N (a cross-origin isolated page): our CPU backend and ORT's wasm EP on N threads.
+  const threads = query.has('threads') ? Number(query.get('threads')) : 1;
+  install({ force: true, backend: query.get('backend') ?? 'webgpu', threads });
   await init();
   for (const name of Object.getOwnPropertyNames(MLGraphBuilder.prototype)) {
     if (name === 'constructor' || typeof MLGraphBuilder.prototype[name] !== 'function') continue;
@@ -251,7 +254,7 @@ export async function setup() {
     else wrapMethod(MLGraphBuilder.prototype, name, (n) => { counts.ops[n] = (counts.ops[n] ?? 0) + 1; });
   }
   wrapMethod(MLContext.prototype, 'dispatch', () => counts.dispatches++);
-  ort.env.wasm.numThreads = 1; // not cross-origin isolated: no SharedArrayBuffer
+  ort.env.wasm.numThreads = threads;
   ort.env.wasm.wasmPaths = new URL('/node_modules/onnxruntime-web/dist/', location.href).href;
 }
 

@@ -101,7 +101,7 @@ try {
     // Whether `e`'s stack starts at a `new TypeError(` expression of our webnn.js or glue.
     const deliberate = async (e) => {
       const top = String(e.stack ?? '').split('\n').find((l) => /^\s+at /.test(l)) ?? '';
-      const m = /(https?:\/\/[^\s()]+\/(?:webnn|webnn_wgpu)\.js):(\d+):(\d+)\)?\s*$/.exec(top);
+      const m = /(https?:\/\/[^\s()]+\/(?:webnn|webnn_wgpu|webnn_wgpu_threads)\.js):(\d+):(\d+)\)?\s*$/.exec(top);
       if (!m) return false;
       const line = (await sourceLines(m[1]))[Number(m[2]) - 1] ?? '';
       return line.slice(Number(m[3]) - 1).startsWith('new TypeError(');
