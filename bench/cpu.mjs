@@ -1,14 +1,14 @@
 // CPU benchmark in headless Chromium, one run: our CPU context (createContext({accelerated:
 // false}), the backend a visitor without a hardware GPU gets) beside onnxruntime-web's wasm EP at
-// the same thread count (one: the page is not cross-origin isolated, and our CPU backend has no
-// threads) and beside our WebGPU context on the browser's software adapter (SwiftShader, what
+// the same thread count (--threads N, default 1; above 1 the pages are served cross-origin
+// isolated, so both get SharedArrayBuffer and their threaded builds) and beside our WebGPU context on the browser's software adapter (SwiftShader, what
 // this machine has), on matmul, GEMV, the MLP and convolution layers (bench/kernels_page.js,
 // every result checked against a float64 reference); then the real ONNX models of the clients
 // test through ORT's WebNN EP on our CPU context beside ORT's own wasm EP
 // (tests/browser/clients.mjs, outputs checked against ORT wasm), and MoE decode tokens/s on both
 // of our backends. Prints markdown tables and writes out/cpu.json.
 //   npm run bench:cpu [-- --shapes mm256,convdet] [--impls cpu,ortwasm,ours] [--budget-ms 2000]
-//                     [--moe-tokens 32] [--no-models]
+//                     [--moe-tokens 32] [--no-models] [--threads 2]
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
@@ -22,8 +22,18 @@ const { values: args } = parseArgs({
     'budget-ms': { type: 'string', default: '2000' },
     'moe-tokens': { type: 'string', default: '32' },
     'no-models': { type: 'boolean', default: false },
+    threads: { type: 'string', default: '1' },
   },
 });
+const threads = Number(args.threads);
+if (!(Number.isInteger(threads) && threads >= 1)) {
+  console.error(`--threads must be a positive integer, not ${args.threads}`);
+  process.exit(2);
+}
+// browser.mjs serves cross-origin isolated pages when WEBNN_THREADS is set; clients.mjs passes
+// it on to its page.
+if (threads > 1) process.env.WEBNN_THREADS = String(threads);
+else delete process.env.WEBNN_THREADS;
 for (const f of ['pkg/index.js', 'node_modules/onnxruntime-web/dist/ort.webgpu.min.js']) {
   if (!fs.existsSync(path.join(ROOT, f))) {
     console.error(`${f} is missing: run scripts/setup.sh and scripts/build-wasm.sh first`);
@@ -32,7 +42,8 @@ for (const f of ['pkg/index.js', 'node_modules/onnxruntime-web/dist/ort.webgpu.m
 }
 const shapes = args.shapes.split(',').filter(Boolean);
 const impls = args.impls.split(',').filter(Boolean);
-const NAMES = { cpu: 'ours, CPU context', ortwasm: 'onnxruntime-web wasm (1 thread)', ours: 'ours, WebGPU on SwiftShader' };
+const THREADS = threads === 1 ? '1 thread' : `${threads} threads`;
+const NAMES = { cpu: `ours, CPU context (${THREADS})`, ortwasm: `onnxruntime-web wasm (${THREADS})`, ours: 'ours, WebGPU on SwiftShader' };
 const LABEL = {
   mm256: 'matmul 256³', mm512: 'matmul 512³', mm1024: 'matmul 1024³', mm2048: 'matmul 2048³',
   gemv: 'GEMV 1×4096×4096', mlp: 'MLP 1×512 → 2048 → gelu → 512 → add → layerNorm',
@@ -45,8 +56,12 @@ let failures = 0;
 
 const { browser, url, close } = await start(ROOT);
 try {
-  const page = await openPage(browser, `${url}/bench/kernels.html`, 'bench');
+  const page = await openPage(browser, `${url}/bench/kernels.html?threads=${threads}`, 'bench');
   await page.evaluate(() => window.bench.ready);
+  results.threads = { requested: threads, isolated: await page.evaluate(() => crossOriginIsolated),
+    ours: await page.evaluate(async () => (await import('/pkg/index.js')).cpuThreads()) };
+  console.log(`threads: ${JSON.stringify(results.threads)}`);
+  if (results.threads.ours !== threads) failures++;
   results.adapter = await page.evaluate(() => window.bench.adapterInfo());
   for (const s of shapes) {
     results.cells[s] = {};
@@ -67,7 +82,7 @@ try {
   const reference = JSON.parse(fs.readFileSync(path.join(ROOT, 'www/models/moe/reference.json'), 'utf8'));
   const prompt = reference.prompts[0];
   for (const backend of tokens > 0 ? ['cpu', 'webgpu'] : []) {
-    const moe = await openPage(browser, `${url}/www/moe/index.html?mode=resident&budget=1&backend=${backend}`, 'moe');
+    const moe = await openPage(browser, `${url}/www/moe/index.html?mode=resident&budget=1&backend=${backend}&threads=${threads}`, 'moe');
     await moe.waitForFunction(() => document.body.dataset.state, null, { timeout: 600000 });
     await moe.evaluate(([text]) => window.moe.generate(text, 4), [prompt.text]); // warm-up
     const r = await moe.evaluate(([text, n]) => window.moe.generate(text, n), [prompt.text, tokens]);
@@ -92,7 +107,7 @@ const ms = (r) => (r && !r.error && r.check.ok ? r.ms : null);
 const gflops = (s, t) => (t === null ? '–' : s === 'mlp' ? `${t.toFixed(2)} ms` : `${(results.flops[s] / (t * 1e6)).toFixed(2)} GFLOP/s (${t.toFixed(t < 10 ? 2 : 0)} ms)`);
 const ratio = (a, b) => (a !== null && b !== null ? `${(b / a).toFixed(2)}×` : '–');
 const lines = [
-  `## CPU context in headless Chromium (${new Date().toISOString().slice(0, 10)})`,
+  `## CPU context in headless Chromium (${new Date().toISOString().slice(0, 10)}, ${THREADS})`,
   '',
   `| work | ${impls.map((i) => NAMES[i]).join(' | ')} | CPU / ORT wasm | CPU / SwiftShader |`,
   `|---|${impls.map(() => '---|').join('')}---|---|`,

@@ -10,6 +10,8 @@ import { onnxModel } from '../tests/browser/onnx.js';
 
 const F32 = 'float32';
 const EPS = 1e-5; // layerNormalization epsilon
+// ORT's wasm threads: the page's ?threads=N (1 unless it is cross-origin isolated).
+const THREADS = Number(new URLSearchParams(location.search).get('threads') ?? 1);
 
 export const SHAPES = {
   mm256: { kind: 'matmul', M: 256, K: 256, N: 256 },
@@ -256,7 +258,7 @@ async function ortRun(name, opts) {
   const s = SHAPES[name];
   const d = data(name);
   ort.env.wasm.wasmPaths = new URL('/node_modules/onnxruntime-web/dist/', location.href).href;
-  ort.env.wasm.numThreads = 1; // the page is not cross-origin isolated: no SharedArrayBuffer
+  ort.env.wasm.numThreads = THREADS;
   // At verbose level ORT logs where the partitioner placed the nodes ("All nodes placed on
   // [WebGpuExecutionProvider]"); the driver reads that from the console to tell whether any node
   // fell back to the CPU EP (wasm). The runs themselves log errors only.
@@ -294,7 +296,7 @@ async function ortWasm(name, opts) {
   const s = SHAPES[name];
   const d = data(name);
   ort.env.wasm.wasmPaths = new URL('/node_modules/onnxruntime-web/dist/', location.href).href;
-  ort.env.wasm.numThreads = 1; // the page is not cross-origin isolated: no SharedArrayBuffer
+  ort.env.wasm.numThreads = THREADS;
   const session = await ort.InferenceSession.create(await ortModel(name), {
     executionProviders: ['wasm'], graphOptimizationLevel: 'all',
   });
@@ -303,7 +305,7 @@ async function ortWasm(name, opts) {
   let y = null;
   try {
     const r = await measure(async () => { y = (await session.run(feeds)).y; }, async () => y.data, opts);
-    return { ...r, backend: `onnxruntime-web ${ort.env.versions?.web ?? ''} EP wasm, ${ort.env.wasm.numThreads} thread` };
+    return { ...r, backend: `onnxruntime-web ${ort.env.versions?.web ?? ''} EP wasm, ${ort.env.wasm.numThreads} thread(s)` };
   } finally {
     await session.release();
   }

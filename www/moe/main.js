@@ -22,7 +22,7 @@ async function loadWebnn() {
     return { ml: m.ml, MLGraphBuilder: m.MLGraphBuilder, name: "CPU stand-in (www/moe/cpu_standin.mjs)" };
   }
   const { install, init } = await import("../../pkg/index.js");
-  install({ force: true, backend: params.get("backend") ?? "auto" });
+  install({ force: true, backend: params.get("backend") ?? "auto", threads: params.has("threads") ? Number(params.get("threads")) : "auto" });
   await init(); // loads the wasm module now rather than at the first createContext()
   return { ml: navigator.ml, MLGraphBuilder: globalThis.MLGraphBuilder, name: "navigator.ml (webnn-wgpu)" };
 }
