@@ -172,8 +172,8 @@ fn gemm_every_transpose_alpha_beta_and_c() {
 }
 
 /// Products large enough to be split between the CPU threads (natively, one per core up to 8):
-/// row and column tiles, column tiles across a packed B's `NC` blocks, both GEMV paths, and an
-/// accumulated product, against the reference.
+/// row and column tiles, column tiles across a packed B's `NC` blocks, both GEMV paths, an
+/// accumulated product, and convolution tiles, against the reference.
 #[test]
 fn products_split_between_threads() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -196,6 +196,22 @@ fn products_split_between_threads() {
     let inputs: Vec<(&[u32], &[f32])> = vec![(&a_shape, &a), (&b_shape, &b), (&c_shape, &c)];
     let (expected, scale) = reference(&Op::Gemm(options), &Op::Gemm(abs_options), &inputs, &output);
     assert_close("gemm 1x900 by 1500x900 transposed", &out, &expected, &scale, k as usize);
+    // conv2d tiles run on the threads at once: two batches, two groups, uneven padding, a stride,
+    // with a bias (accumulated onto) and without.
+    // Depthwise convolutions split by output planes (nchw) or rows (nhwc), with a channel
+    // multiplier of 2 too.
+    let convolutions = [
+        case(2, [32, 48], [41, 37], [3, 3], 2).window([1, 2, 1, 0], [2, 1], [1, 1]),
+        case(2, [64, 64], [40, 45], [3, 3], 64).window([1, 1, 1, 1], [1, 1], [1, 1]),
+        case(1, [32, 64], [49, 48], [3, 3], 32).window([0, 1, 1, 1], [1, 2], [1, 1]),
+    ];
+    for c in &convolutions {
+        for input_layout in INPUT_LAYOUTS {
+            for with_bias in [true, false] {
+                check_conv2d(&mut rng, c, input_layout, Conv2dFilterLayout::Oihw, with_bias);
+            }
+        }
+    }
 }
 
 /// The GEMM primitive over strided views (offsets, padded rows, transposed and column-strided

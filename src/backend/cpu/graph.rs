@@ -9,7 +9,8 @@ use std::rc::Rc;
 use crate::backend::cpu::buffer::Buffer;
 use crate::backend::cpu::context::CpuContext;
 use crate::backend::cpu::kernel::{Kernel, Memory};
-use crate::backend::cpu::kernels::chain::{Chain, ChainArg, ChainNode};
+use crate::backend::cpu::kernels::chain::{Chain, ChainArg, ChainNode, PARALLEL_ELEMENTS};
+use crate::backend::cpu::threads;
 use crate::backend::cpu::tensor::CpuTensor;
 use crate::backend::check_dispatch;
 use crate::error::{Error, Result};
@@ -104,7 +105,15 @@ impl CpuGraph {
         let kernels = (0..operators.len())
             .map(|i| {
                 let group = &groups[i];
-                if group.len() > 1 {
+                // An element-wise operator alone runs as a chain too where the chain kernel would
+                // split it between the CPU threads (the same per-element code, the same results);
+                // not with the chains turned off.
+                let alone_parallel = group.len() == 1
+                    && crate::plan::fusion::enabled()
+                    && threads::count() > 1
+                    && descriptors[operators[i].outputs[0]].element_count() >= PARALLEL_ELEMENTS as u64
+                    && chainable(&descriptors, &operators[i]);
+                if group.len() > 1 || alone_parallel {
                     return Ok(chain_kernel(&operators, group));
                 }
                 if reader[i] != i {
@@ -377,15 +386,7 @@ fn chains(descriptors: &[OperandDescriptor], operators: &[Operator], graph_outpu
         distinct.dedup();
         distinct.iter().for_each(|&k| readers[k] += 1);
     }
-    let chainable: Vec<bool> = operators
-        .iter()
-        .map(|operator| {
-            let inputs: Vec<&OperandDescriptor> = operator.inputs.iter().map(|&k| &descriptors[k]).collect();
-            let outputs: Vec<&OperandDescriptor> = operator.outputs.iter().map(|&o| &descriptors[o]).collect();
-            Chain::handles(&operator.op, &inputs, &outputs)
-                && inputs.iter().all(|d| Chain::operand_fits(&d.shape, &outputs[0].shape))
-        })
-        .collect();
+    let chainable: Vec<bool> = operators.iter().map(|operator| chainable(descriptors, operator)).collect();
     for (c, operator) in operators.iter().enumerate() {
         if !chainable[c] {
             continue;
@@ -409,6 +410,13 @@ fn chains(descriptors: &[OperandDescriptor], operators: &[Operator], graph_outpu
     }
     // An absorbed operator keeps an empty group; its chain's last operator lists it.
     groups
+}
+
+/// Whether `operator` can be an operator of a chain kernel.
+fn chainable(descriptors: &[OperandDescriptor], operator: &Operator) -> bool {
+    let inputs: Vec<&OperandDescriptor> = operator.inputs.iter().map(|&k| &descriptors[k]).collect();
+    let outputs: Vec<&OperandDescriptor> = operator.outputs.iter().map(|&o| &descriptors[o]).collect();
+    Chain::handles(&operator.op, &inputs, &outputs) && inputs.iter().all(|d| Chain::operand_fits(&d.shape, &outputs[0].shape))
 }
 
 /// For a float32 matmul or gemm `i` whose B is gathered from a float32 stack

@@ -87,6 +87,68 @@ pub fn try_for_each(tasks: usize, f: &(dyn Fn(usize) -> Result<()> + Sync)) -> R
     Ok(())
 }
 
+/// Runs `f(i, chunk)` for every chunk of `data` cut into `chunk` elements (the last may be
+/// shorter), on the caller and the workers; the first error (by chunk) is returned.
+pub fn try_for_each_chunk<T: Send>(data: &mut [T], chunk: usize, f: &(dyn Fn(usize, &mut [T]) -> Result<()> + Sync)) -> Result<()> {
+    let (len, chunk) = (data.len(), chunk.max(1));
+    let base = Base(data.as_mut_ptr());
+    try_for_each(len.div_ceil(chunk), &|i| {
+        let start = i * chunk;
+        let end = len.min(start + chunk);
+        // SAFETY: chunk `i` lies inside `data`, which this call borrows mutably throughout, and
+        // each chunk is handed to exactly one task.
+        let part = unsafe { std::slice::from_raw_parts_mut(base.get().add(start), end - start) };
+        f(i, part)
+    })
+}
+
+/// The start of a slice whose disjoint chunks go to different threads.
+struct Base<T>(*mut T);
+
+// SAFETY: only `try_for_each_chunk` makes slices from it, one per chunk, and `T: Send`.
+unsafe impl<T: Send> Sync for Base<T> {}
+
+impl<T> Base<T> {
+    fn get(&self) -> *mut T {
+        self.0
+    }
+}
+
+/// A float slice that tasks write in disjoint segments where `try_for_each_chunk` cannot cut it
+/// (tiles of a matrix, rows of a strided tensor).
+pub struct Disjoint<'a> {
+    ptr: *mut f32,
+    len: usize,
+    _slice: std::marker::PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: segments are handed out only by the unsafe `segment`, whose callers keep those used at
+// the same time disjoint.
+unsafe impl Sync for Disjoint<'_> {}
+
+impl<'a> Disjoint<'a> {
+    pub fn new(data: &'a mut [f32]) -> Disjoint<'a> {
+        Disjoint { ptr: data.as_mut_ptr(), len: data.len(), _slice: std::marker::PhantomData }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Elements `start..start + len`, clamped to the slice.
+    ///
+    /// # Safety
+    /// While the segment lives, no other reference to its elements may exist: segments that
+    /// tasks hold at the same time must not overlap.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn segment(&self, start: usize, len: usize) -> &mut [f32] {
+        let end = start.saturating_add(len).min(self.len);
+        let start = start.min(end);
+        // SAFETY: in bounds by the clamping; exclusive by the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), end - start) }
+    }
+}
+
 /// Runs `f(0)`, ..., `f(tasks - 1)`, each once, on the caller and the workers.
 pub fn for_each(tasks: usize, f: &(dyn Fn(usize) + Sync)) {
     if tasks <= 1 || tasks as u64 >= CLOSED || count() == 1 || POOL.busy.swap(true, SeqCst) {

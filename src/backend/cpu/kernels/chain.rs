@@ -9,6 +9,7 @@
 //! ends with (a row broadcast along the leading axes, such as a bias); [`Chain::operand_fits`]
 //! says which operands qualify.
 
+use crate::backend::cpu::threads;
 use crate::error::{Error, Result};
 use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::activation::Activation;
@@ -18,6 +19,8 @@ use super::elementwise;
 
 /// Elements computed at a time.
 const BLOCK: usize = 2048;
+/// Chains of at least this many elements are split between the CPU threads.
+pub const PARALLEL_ELEMENTS: usize = 1 << 15;
 
 /// An operand of a chain's operator: one of the chain's inputs, or an earlier operator's output.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -73,7 +76,9 @@ impl Chain {
                 _ => Err(Error::Operation(format!("a chain's input {d} does not fit its output {output}"))),
             })
             .collect::<Result<Vec<_>>>()?;
-        let last = self.nodes.len().checked_sub(1).ok_or_else(|| Error::Operation("an empty chain".into()))?;
+        if self.nodes.is_empty() {
+            return Err(Error::Operation("an empty chain".into()));
+        }
         for (j, node) in self.nodes.iter().enumerate() {
             for arg in &node.args {
                 let fine = match *arg {
@@ -85,12 +90,21 @@ impl Chain {
                 }
             }
         }
+        // Parts of whole blocks for the CPU threads; one part when the chain is short.
+        let part = if total >= PARALLEL_ELEMENTS { total.div_ceil(2 * threads::count()).next_multiple_of(BLOCK) } else { total };
+        threads::try_for_each_chunk(out, part, &|index, out| self.run_part(inputs, &layouts, index * part, out))
+    }
+
+    /// Computes the output's elements from `first` on into `out`, a block at a time.
+    fn run_part(&self, inputs: &[(&OperandDescriptor, &[f32])], layouts: &[Layout], first: usize, out: &mut [f32]) -> Result<()> {
+        let last = self.nodes.len() - 1;
         // One block per operator but the last (which writes the output), and one per row input.
         let mut blocks = vec![vec![0f32; BLOCK]; last];
         let mut rows: Vec<Vec<f32>> = layouts.iter().map(|l| if matches!(l, Layout::Rows(_)) { vec![0f32; BLOCK] } else { Vec::new() }).collect();
-        let mut start = 0;
-        while start < total {
-            let n = BLOCK.min(total - start);
+        let mut done_elements = 0;
+        while done_elements < out.len() {
+            let n = BLOCK.min(out.len() - done_elements);
+            let start = first + done_elements;
             for (k, layout) in layouts.iter().enumerate() {
                 if let Layout::Rows(len) = *layout {
                     let values = inputs[k].1;
@@ -101,7 +115,7 @@ impl Chain {
             }
             for (j, node) in self.nodes.iter().enumerate() {
                 let (done, rest) = blocks.split_at_mut(j.min(last));
-                let target: &mut [f32] = if j == last { &mut out[start..start + n] } else { &mut rest[0][..n] };
+                let target: &mut [f32] = if j == last { &mut out[done_elements..done_elements + n] } else { &mut rest[0][..n] };
                 let operand = |arg: ChainArg| -> (bool, &[f32]) {
                     match arg {
                         ChainArg::Node(i) => (false, &done[i][..n]),
@@ -114,7 +128,7 @@ impl Chain {
                 };
                 compute(&node.op, &node.args, &operand, target, n)?;
             }
-            start += n;
+            done_elements += n;
         }
         Ok(())
     }

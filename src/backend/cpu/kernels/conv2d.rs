@@ -14,11 +14,15 @@
 use crate::error::{Error, Result};
 use crate::ops::conv2d::{ConvGeometry, InputLayout};
 
+use crate::backend::cpu::threads::{self, Disjoint};
+
 use super::gemm::{gemm, gemm_prepacked, Matrix, Packed};
 use super::scratch::{self, Slot};
 
 /// Floats of im2col (or col2im) columns per tile, 4 MiB: larger products are tiled by rows.
 const COLUMN_FLOATS: usize = 1 << 20;
+/// Convolutions of at least this many multiply-adds run their tiles on the CPU threads.
+const PARALLEL_MACS: usize = 1 << 20;
 
 /// How a conv2d runs, which fixes the order its filter is rearranged in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -467,47 +471,73 @@ impl Conv {
             && [out_h, out_w] == [in_h, in_w]
             && is_h == in_w * is_w;
         let row_len = self.scratch_len(depth, out_w)?;
-        let tile_rows = if pointwise { out_h } else { (COLUMN_FLOATS / row_len.max(1)).clamp(1, out_h) };
+        let macs = self.batches.saturating_mul(self.output_channels).saturating_mul(out_h * out_w).saturating_mul(depth);
+        let threads = if pointwise || macs < PARALLEL_MACS { 1 } else { threads::count() };
+        // Several tiles a thread where there are threads (each its own im2col and GEMM).
+        let tile_rows = if pointwise { out_h } else { (COLUMN_FLOATS / row_len.max(1)).clamp(1, out_h).min(out_h.div_ceil(3 * threads)) };
         let columns_len = if pointwise { 0 } else { self.scratch_len(row_len, tile_rows)? };
-        scratch::with(Slot::Columns, columns_len, |columns| {
-            for n in 0..self.batches {
-                for group in 0..self.groups {
-                    // The group's filter: `[Cout x K]` rows (planar) or its transpose (interleaved).
-                    let filter = Matrix {
-                        data: weights,
-                        offset: group * per_group * depth,
-                        rows: per_group,
-                        cols: depth,
-                        row_stride: depth,
-                        col_stride: 1,
-                    };
-                    let input_start = n * is_n + group * in_per_group * is_c;
-                    for oy0 in (0..out_h).step_by(tile_rows) {
-                        let pixels = tile_rows.min(out_h - oy0) * out_w;
-                        let columns = if pointwise {
-                            let [row_stride, col_stride] = if planar { [is_c, is_w] } else { [is_w, is_c] };
-                            let (rows, cols) = if planar { (in_per_group, pixels) } else { (pixels, in_per_group) };
-                            Matrix { data: input, offset: input_start, rows, cols, row_stride, col_stride }
-                        } else if planar {
-                            let columns = &mut columns[..depth * pixels];
-                            self.im2col_planar(input, input_start, oy0, columns);
-                            Matrix::row_major(columns, depth, pixels)
-                        } else {
-                            let columns = &mut columns[..depth * pixels];
-                            self.im2col_interleaved(input, input_start, oy0, in_per_group, columns);
-                            Matrix::row_major(columns, pixels, depth)
-                        };
-                        let start = n * os_n + group * per_group * os_c + oy0 * os_h;
-                        let out = out.get_mut(start..).unwrap_or_default();
-                        if planar {
-                            gemm_prepacked(filter, packed, columns, None, 1.0, out, os_c, accumulate)?;
-                        } else {
-                            gemm_prepacked(columns, None, filter.t(), packed, 1.0, out, os_w, accumulate)?;
+        let tiles: Vec<[usize; 3]> = (0..self.batches)
+            .flat_map(|n| (0..self.groups).flat_map(move |group| (0..out_h).step_by(tile_rows.max(1)).map(move |oy0| [n, group, oy0])))
+            .collect();
+        let parallel = threads > 1 && tiles.len() > 1;
+        let out = Disjoint::new(out);
+        threads::try_for_each(tiles.len(), &|t| {
+            let [n, group, oy0] = tiles[t];
+            // The group's filter: `[Cout x K]` rows (planar) or its transpose (interleaved).
+            let filter = Matrix { data: weights, offset: group * per_group * depth, rows: per_group, cols: depth, row_stride: depth, col_stride: 1 };
+            let input_start = n * is_n + group * in_per_group * is_c;
+            let pixels = tile_rows.min(out_h - oy0) * out_w;
+            // The tile's block of the output: `[Cout x pixels]` with rows `os_c` apart (planar)
+            // or `[pixels x Cout]` with rows `os_w` apart (interleaved).
+            let start = n * os_n + group * per_group * os_c + oy0 * os_h;
+            let (rows, cols, ldc) = if planar { (per_group, pixels, os_c) } else { (pixels, per_group, os_w) };
+            scratch::with(Slot::Columns, columns_len, |columns| {
+                let columns = if pointwise {
+                    let [row_stride, col_stride] = if planar { [is_c, is_w] } else { [is_w, is_c] };
+                    let (rows, cols) = if planar { (in_per_group, pixels) } else { (pixels, in_per_group) };
+                    Matrix { data: input, offset: input_start, rows, cols, row_stride, col_stride }
+                } else if planar {
+                    let columns = &mut columns[..depth * pixels];
+                    self.im2col_planar(input, input_start, oy0, columns);
+                    Matrix::row_major(columns, depth, pixels)
+                } else {
+                    let columns = &mut columns[..depth * pixels];
+                    self.im2col_interleaved(input, input_start, oy0, in_per_group, columns);
+                    Matrix::row_major(columns, pixels, depth)
+                };
+                let product = |c: &mut [f32], ldc: usize| {
+                    if planar {
+                        gemm_prepacked(filter, packed, columns, None, 1.0, c, ldc, accumulate)
+                    } else {
+                        gemm_prepacked(columns, None, filter.t(), packed, 1.0, c, ldc, accumulate)
+                    }
+                };
+                if !parallel {
+                    // SAFETY: one tile at a time: the rest of the output is this call's alone.
+                    return product(unsafe { out.segment(start, out.len()) }, ldc);
+                }
+                // Tiles run at once: the product goes through a block of the thread's own, and
+                // its rows are copied in (the bias to accumulate onto) and out.
+                scratch::with(Slot::Filter, rows * cols, |block| {
+                    for (i, row) in block.chunks_exact_mut(cols.max(1)).enumerate() {
+                        // SAFETY: the tiles' blocks of the output are disjoint (different batches,
+                        // groups or output rows), and one segment is in use at a time.
+                        let target = unsafe { out.segment(start + i * ldc, cols) };
+                        let len = target.len().min(row.len());
+                        if accumulate {
+                            row[..len].copy_from_slice(&target[..len]);
                         }
                     }
-                }
-            }
-            Ok(())
+                    product(block, cols)?;
+                    for (i, row) in block.chunks_exact(cols.max(1)).enumerate() {
+                        // SAFETY: as above.
+                        let target = unsafe { out.segment(start + i * ldc, cols) };
+                        let len = target.len().min(row.len());
+                        target[..len].copy_from_slice(&row[..len]);
+                    }
+                    Ok(())
+                })
+            })
         })
     }
 
@@ -593,12 +623,17 @@ impl Conv {
         let [k_h, k_w] = self.filter_size;
         let [stride_h, stride_w] = self.strides;
         let multiplier = self.output_channels / self.input_channels;
-        for n in 0..self.batches {
-            for oc in 0..self.output_channels {
+        let planes = self.batches * self.output_channels;
+        let out = Disjoint::new(out);
+        let parts = self.depthwise_parts(planes);
+        threads::for_each(parts.len(), &|part| {
+            for plane in parts[part].clone() {
+                let (n, oc) = (plane / self.output_channels, plane % self.output_channels);
                 let taps = &weights[oc * k_h * k_w..(oc + 1) * k_h * k_w];
                 let channel_start = n * is_n + oc / multiplier * is_c;
                 for oy in 0..out_h {
-                    let row = &mut out[n * os_n + oc * os_c + oy * os_h..][..out_w];
+                    // SAFETY: each part writes the rows of its own output planes, one at a time.
+                    let row = unsafe { out.segment(n * os_n + oc * os_c + oy * os_h, out_w) };
                     row.fill(bias.map_or(0.0, |b| b[oc]));
                     for fh in 0..k_h {
                         let iy = oy as i64 * stride_h + fh as i64 * self.dilations[0] - self.padding[0];
@@ -627,8 +662,18 @@ impl Conv {
                     }
                 }
             }
-        }
+        });
         Ok(())
+    }
+
+    /// Ranges of `units` (output planes or rows) for the CPU threads, about three a thread where
+    /// the depthwise convolution is large enough to split.
+    fn depthwise_parts(&self, units: usize) -> Vec<std::ops::Range<usize>> {
+        let taps = self.filter_size[0] * self.filter_size[1];
+        let macs = self.batches * self.output_channels * self.output_size[0] * self.output_size[1] * taps;
+        let threads = if macs >= PARALLEL_MACS { threads::count() } else { 1 };
+        let per = units.div_ceil(3 * threads).max(1);
+        (0..units).step_by(per).map(|u| u..units.min(u + per)).collect()
     }
 
     /// Depthwise conv2d (nhwc): each output pixel's channels add the weights of a tap times the
@@ -642,10 +687,14 @@ impl Conv {
         let [stride_h, stride_w] = self.strides;
         let (in_c, out_c) = (self.input_channels, self.output_channels);
         let multiplier = out_c / in_c;
-        for n in 0..self.batches {
-            for oy in 0..out_h {
+        let out = Disjoint::new(out);
+        let parts = self.depthwise_parts(self.batches * out_h);
+        threads::for_each(parts.len(), &|part| {
+            for output_row in parts[part].clone() {
+                let (n, oy) = (output_row / out_h, output_row % out_h);
                 for ox in 0..out_w {
-                    let pixel = &mut out[n * os_n + oy * os_h + ox * os_w..][..out_c];
+                    // SAFETY: each part writes the pixels of its own output rows, one at a time.
+                    let pixel = unsafe { out.segment(n * os_n + oy * os_h + ox * os_w, out_c) };
                     match bias {
                         Some(bias) => pixel.copy_from_slice(&bias[..out_c]),
                         None => pixel.fill(0.0),
@@ -676,7 +725,7 @@ impl Conv {
                     }
                 }
             }
-        }
+        });
         Ok(())
     }
 

@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 
-use crate::backend::cpu::threads;
+use crate::backend::cpu::threads::{self, Disjoint};
 use crate::error::{Error, Result};
 
 use super::scratch::{self, Slot};
@@ -233,12 +233,13 @@ fn gemv(
     if mat.col_stride == 1 && y_stride == 1 {
         // Rows of `mat` are contiguous: y += (alpha * x[p]) * row p, four rows per pass over a
         // block of y that stays in L1; the CPU threads take column ranges of y.
-        let y = Out::new(&mut y[..n]);
+        let y = Disjoint::new(&mut y[..n]);
         let x = |p: usize| alpha * x_data[x_offset + p * x_stride];
         let parts = gemv_parts(k, n);
         return threads::try_for_each(parts.len(), &|t| {
             let part = parts[t].clone();
-            let y = y.segment(part.start, part.len());
+            // SAFETY: the parts are disjoint ranges of y.
+            let y = unsafe { y.segment(part.start, part.len()) };
             if !accumulate {
                 y.fill(0.0);
             }
@@ -273,13 +274,14 @@ fn gemv(
                 *v = x_data[x_offset + p * x_stride];
             }
             let xs = &*xs;
-            let y = Out::new(y);
+            let y = Disjoint::new(y);
             let parts = gemv_parts(k, n);
             threads::try_for_each(parts.len(), &|t| {
                 for j in parts[t].clone() {
                     let column = &mat.data[mat.index(0, j)..][..k];
                     let value = alpha * dot(xs, column);
-                    if let [out] = y.segment(j * y_stride, 1) {
+                    // SAFETY: each output j belongs to one part.
+                    if let [out] = unsafe { y.segment(j * y_stride, 1) } {
                         *out = if accumulate { *out + value } else { value };
                     }
                 }
@@ -321,7 +323,7 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
 #[allow(clippy::too_many_arguments)]
 fn packed(a: Matrix, a_packed: Option<&Packed>, b: Matrix, b_packed: Option<&Packed>, alpha: f32, c: &mut [f32], ldc: usize, accumulate: bool) -> Result<()> {
     let (m, n) = (a.rows, b.cols);
-    let out = Out::new(c);
+    let out = Disjoint::new(c);
     let tiles = tiles(m, n, a.cols);
     threads::try_for_each(tiles.len(), &|t| {
         let (rows, cols) = tiles[t].clone();
@@ -352,34 +354,6 @@ fn tiles(m: usize, n: usize, k: usize) -> Vec<(Range<usize>, Range<usize>)> {
     tiles
 }
 
-/// C as the CPU threads write it: each tile through its own row segments, which never overlap
-/// another tile's.
-struct Out {
-    ptr: *mut f32,
-    len: usize,
-}
-
-// SAFETY: `Out` hands out `&mut` segments only through `segment`, and the tiles that share an
-// `Out` write disjoint rows or disjoint column ranges of them.
-unsafe impl Sync for Out {}
-
-impl Out {
-    fn new(c: &mut [f32]) -> Out {
-        Out { ptr: c.as_mut_ptr(), len: c.len() }
-    }
-
-    /// Elements `start..start + len`, clamped to C.
-    #[allow(clippy::mut_from_ref)]
-    fn segment(&self, start: usize, len: usize) -> &mut [f32] {
-        let end = start.saturating_add(len).min(self.len);
-        let start = start.min(end);
-        // SAFETY: in bounds by the clamping above; no other live reference covers these elements
-        // (see the `Sync` impl: each element belongs to one tile, and a tile's segments are used
-        // one at a time).
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), end - start) }
-    }
-}
-
 /// The blocked product of rows `rows` and columns `cols` of C: B blocks packed once per
 /// `(jc, pc)`, A blocks once per `(jc, pc, ic)` (or taken from their [`Packed`] copies), the
 /// micro-kernel over every `MR x NR` tile of the block. `rows` starts at a multiple of `MC` and
@@ -391,7 +365,7 @@ fn block(
     b: &Matrix,
     b_packed: Option<&Packed>,
     alpha: f32,
-    c: &Out,
+    c: &Disjoint,
     ldc: usize,
     accumulate: bool,
     rows: Range<usize>,
@@ -506,9 +480,11 @@ fn pack_b(b: &Matrix, pc: usize, kc: usize, jc: usize, nc: usize, dst: &mut [f32
 
 /// Writes the `rows x cols` corner of a tile to C at `start`, scaled by alpha.
 #[allow(clippy::too_many_arguments)]
-fn store(tile: &[[f32; NR]; MR], alpha: f32, c: &Out, start: usize, ldc: usize, rows: usize, cols: usize, add: bool) {
+fn store(tile: &[[f32; NR]; MR], alpha: f32, c: &Disjoint, start: usize, ldc: usize, rows: usize, cols: usize, add: bool) {
     for (i, values) in tile.iter().enumerate().take(rows) {
-        let out = c.segment(start + i * ldc, cols);
+        // SAFETY: the tiles of one product cover disjoint rows or column ranges of C (`ldc` is at
+        // least its width), and this row segment is the only one of them in use on this thread.
+        let out = unsafe { c.segment(start + i * ldc, cols) };
         if add {
             out.iter_mut().zip(values).for_each(|(o, &v)| *o += alpha * v);
         } else {
