@@ -7,6 +7,7 @@
 // install() is synchronous: the wasm module is fetched and compiled on the first
 // createContext(), or earlier by awaiting init().
 
+import initPlain, * as plain from './webnn_wgpu.js';
 import { install as installInterfaces } from './webnn.js';
 
 let ready;
@@ -18,7 +19,7 @@ let chosenThreads = 'auto';
  * takes by default, min(4, ceil(hardwareConcurrency / 2)).
  */
 function threadCount(threads) {
-  if (globalThis.crossOriginIsolated !== true || typeof SharedArrayBuffer !== 'function') return 1;
+  if (globalThis.crossOriginIsolated !== true || typeof SharedArrayBuffer !== 'function' || typeof Worker !== 'function') return 1;
   if (threads === 'auto') return Math.min(4, Math.ceil((globalThis.navigator?.hardwareConcurrency || 1) / 2));
   return threads;
 }
@@ -60,8 +61,10 @@ export function init(moduleOrPath) {
       });
     }
     if (glue === undefined) {
-      glue = await import('./webnn_wgpu.js');
-      await glue.default(moduleOrPath === undefined ? undefined : { module_or_path: moduleOrPath });
+      // Imported statically: a ServiceWorker may not import() (the atomics build is for pages
+      // and Workers that can start Workers).
+      await initPlain(moduleOrPath === undefined ? undefined : { module_or_path: moduleOrPath });
+      glue = plain;
     }
     return { glue, backend: glue.backend() };
   })();
