@@ -334,12 +334,13 @@ fn packed(a: Matrix, a_packed: Option<&Packed>, b: Matrix, b_packed: Option<&Pac
 /// Products of at least this many multiply-adds are split between the CPU threads.
 const PARALLEL_MACS: usize = 1 << 19;
 
-/// The tiles of an `m x n` product of depth `k` for the CPU threads: about three per thread,
-/// rows split at multiples of `MC` first (each tile packs its own B block, so tall tiles pack
-/// least), columns at multiples of `NR` where the rows are too few.
+/// The tiles of an `m x n` product of depth `k` for the CPU threads: about four per thread (so
+/// that tiles of unequal cost still even out), rows split at multiples of `MC` first (each tile
+/// packs its own B block, so tall tiles pack least), columns at multiples of `NR` where the rows
+/// are too few.
 fn tiles(m: usize, n: usize, k: usize) -> Vec<(Range<usize>, Range<usize>)> {
     let threads = if m.saturating_mul(n).saturating_mul(k) >= PARALLEL_MACS { threads::count() } else { 1 };
-    let want = if threads > 1 { 3 * threads } else { 1 };
+    let want = if threads > 1 { 4 * threads } else { 1 };
     let row_blocks = m.div_ceil(MC);
     let row_parts = row_blocks.clamp(1, want);
     let rows_per = row_blocks.div_ceil(row_parts) * MC;
