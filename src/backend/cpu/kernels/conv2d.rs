@@ -481,7 +481,7 @@ impl Conv {
             .collect();
         let parallel = threads > 1 && tiles.len() > 1;
         let out = Disjoint::new(out);
-        threads::try_for_each(tiles.len(), &|t| {
+        let tile = |t: usize| -> Result<()> {
             let [n, group, oy0] = tiles[t];
             // The group's filter: `[Cout x K]` rows (planar) or its transpose (interleaved).
             let filter = Matrix { data: weights, offset: group * per_group * depth, rows: per_group, cols: depth, row_stride: depth, col_stride: 1 };
@@ -513,7 +513,8 @@ impl Conv {
                     }
                 };
                 if !parallel {
-                    // SAFETY: one tile at a time: the rest of the output is this call's alone.
+                    // SAFETY: the tiles run one after another on this thread, so the rest of the
+                    // output is this tile's alone while the product runs.
                     return product(unsafe { out.segment(start, out.len()) }, ldc);
                 }
                 // Tiles run at once: the product goes through a block of the thread's own, and
@@ -538,7 +539,13 @@ impl Conv {
                     Ok(())
                 })
             })
-        })
+        };
+        if parallel {
+            threads::try_for_each(tiles.len(), &tile)
+        } else {
+            // One tile after another (each product may still split between the threads).
+            (0..tiles.len()).try_for_each(tile)
+        }
     }
 
     /// im2col for the planar product: row `(ic, kh, kw)` holds the input value each output
