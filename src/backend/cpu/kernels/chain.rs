@@ -98,9 +98,16 @@ impl Chain {
     /// Computes the output's elements from `first` on into `out`, a block at a time.
     fn run_part(&self, inputs: &[(&OperandDescriptor, &[f32])], layouts: &[Layout], first: usize, out: &mut [f32]) -> Result<()> {
         let last = self.nodes.len() - 1;
-        // One block per operator but the last (which writes the output), and one per row input.
-        let mut blocks = vec![vec![0f32; BLOCK]; last];
-        let mut rows: Vec<Vec<f32>> = layouts.iter().map(|l| if matches!(l, Layout::Rows(_)) { vec![0f32; BLOCK] } else { Vec::new() }).collect();
+        // One block per operator but the last (which writes the output), and one per row input;
+        // allocated fallibly, since a worker thread that aborted would leave its caller waiting.
+        let block = || -> Result<Vec<f32>> {
+            let mut b = Vec::new();
+            b.try_reserve_exact(BLOCK).map_err(|_| Error::Operation("a chain cannot allocate its blocks".into()))?;
+            b.resize(BLOCK, 0f32);
+            Ok(b)
+        };
+        let mut blocks = (0..last).map(|_| block()).collect::<Result<Vec<_>>>()?;
+        let mut rows = layouts.iter().map(|l| if matches!(l, Layout::Rows(_)) { block() } else { Ok(Vec::new()) }).collect::<Result<Vec<_>>>()?;
         let mut done_elements = 0;
         while done_elements < out.len() {
             let n = BLOCK.min(out.len() - done_elements);
