@@ -60,7 +60,7 @@ struct Job<'a> {
 
 /// Threads that run tasks: the caller and the workers.
 pub fn count() -> usize {
-    native::start();
+    platform::start();
     POOL.workers.load(SeqCst) + 1
 }
 
@@ -163,17 +163,17 @@ pub fn for_each(tasks: usize, f: &(dyn Fn(usize) + Sync)) {
     POOL.remaining.store(tasks, SeqCst);
     POOL.state.store(generation << 32, SeqCst);
     POOL.wake.fetch_add(1, SeqCst);
-    native::notify();
-    let own = native::catch(run_tasks);
+    platform::notify();
+    let own = platform::catch(run_tasks);
     let mut spins = 0u32;
     while POOL.remaining.load(SeqCst) != 0 {
         spins = spins.wrapping_add(1);
-        native::pause(spins);
+        platform::pause(spins);
     }
     POOL.job.store(std::ptr::null_mut(), SeqCst);
     let panicked = POOL.panicked.swap(false, SeqCst);
     POOL.busy.store(false, SeqCst);
-    native::resume(own, panicked);
+    platform::resume(own, panicked);
 }
 
 /// Claims and runs tasks of the current job until none is left to claim.
@@ -192,7 +192,7 @@ fn run_tasks() {
         // `job` alive; `job` was stored before the generation opened and changes only after
         // every task of it has finished.
         let job = unsafe { &*(POOL.job.load(SeqCst) as *const Job) };
-        if native::catch(|| (job.f)(index as usize)).is_err() {
+        if platform::catch(|| (job.f)(index as usize)).is_err() {
             POOL.panicked.store(true, SeqCst);
         }
         POOL.remaining.fetch_sub(1, SeqCst);
@@ -213,7 +213,7 @@ pub fn work() -> ! {
             std::hint::spin_loop();
             spins += 1;
         }
-        native::wait(&POOL.wake, seen);
+        platform::wait(&POOL.wake, seen);
         seen = POOL.wake.load(SeqCst);
         run_tasks();
     }
@@ -225,7 +225,7 @@ const SPINS_BEFORE_SLEEP: u32 = 1 << 21;
 /// How the pool sleeps, wakes and spins: futex-style atomics in wasm, a condition variable and
 /// spawned threads natively.
 #[cfg(not(target_arch = "wasm32"))]
-mod native {
+mod platform {
     use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
     use std::sync::{Condvar, Mutex, Once};
 
@@ -292,7 +292,7 @@ mod native {
 }
 
 #[cfg(target_arch = "wasm32")]
-mod native {
+mod platform {
     use std::sync::atomic::AtomicU32;
 
     pub fn start() {}
