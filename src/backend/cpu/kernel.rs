@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use crate::backend::cpu::buffer::Buffer;
 use crate::backend::cpu::kernels::chain::Chain;
-use crate::backend::cpu::kernels::{conv2d, float32, gemm, typed};
+use crate::backend::cpu::kernels::{conv2d, float32, gather, gemm, typed};
 use crate::error::{Error, Result};
 use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::conv2d::{conv2d_geometry, conv_transpose2d_geometry, ConvGeometry};
@@ -102,16 +102,9 @@ impl Kernel {
             Kernel::Gathered { product, b_shape, .. } => float32_output(&mut |out| {
                 let (stack_descriptor, stack) = &inputs.get(1).ok_or_else(|| Error::Operation("gathered B: no stack".into()))?;
                 let (index_descriptor, index) = &inputs.get(2).ok_or_else(|| Error::Operation("gathered B: no index".into()))?;
-                let rows = stack_descriptor.shape.first().copied().unwrap_or(0);
+                let rows = stack_descriptor.shape.first().copied().unwrap_or(0) as usize;
                 let entry = b_shape.iter().map(|&d| d as usize).product::<usize>();
-                let bits = index.bytes();
-                let value = match (index_descriptor.data_type, bits.len()) {
-                    (DataType::Int32, 4..) => i32::from_le_bytes([bits[0], bits[1], bits[2], bits[3]]) as f64,
-                    (DataType::Uint32, 4..) => u32::from_le_bytes([bits[0], bits[1], bits[2], bits[3]]) as f64,
-                    (DataType::Int64, 8..) => i64::from_le_bytes(bits[..8].try_into().unwrap_or_default()) as f64,
-                    _ => return Err(Error::Operation("gathered B: the index is not int32, uint32 or int64".into())),
-                };
-                let start = ops::gather::position(value, rows.max(1)) * entry;
+                let start = gather::first_position((index_descriptor, index.bytes()), rows)? * entry;
                 let b = stack.f32().get(start..start + entry).ok_or_else(|| Error::Operation("gathered B: the stack is shorter than its shape".into()))?;
                 match product {
                     Op::Matmul => gemm::matmul_prepacked(input(0)?, shape(0), b, b_shape, None, out),

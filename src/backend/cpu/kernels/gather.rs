@@ -24,6 +24,14 @@ fn index_values(indices: (&OperandDescriptor, &[u8])) -> Result<Vec<i64>> {
     })
 }
 
+/// The position the first value of `indices` (int32, uint32 or int64) selects along a dimension
+/// of size `n`: the stack entry a gathered matmul B reads in place.
+pub fn first_position(indices: (&OperandDescriptor, &[u8]), n: usize) -> Result<usize> {
+    let bytes = indices.1.get(..indices.0.data_type.byte_size() as usize).ok_or_else(|| bad("gather"))?;
+    let first = index_values((indices.0, bytes))?.first().copied().ok_or_else(|| bad("gather"))?;
+    Ok(position(first, n.max(1)))
+}
+
 /// The position an index value selects along a dimension of size `n` (at least 1).
 #[inline(always)]
 fn position(index: i64, n: usize) -> usize {
