@@ -77,7 +77,8 @@ impl CpuGraph {
             }
         }
         let graph_outputs: Vec<usize> = outputs.values().copied().collect();
-        let groups = chains(&descriptors, &operators, &graph_outputs);
+        let links = Links::new(&descriptors, &operators);
+        let groups = chains(&descriptors, &operators, &graph_outputs, &links);
         // The step that reads each operator's inputs: a chain's last operator reads those of
         // every operator of the chain.
         let mut reader: Vec<usize> = (0..operators.len()).collect();
@@ -87,7 +88,7 @@ impl CpuGraph {
         }
         // Products reading a B gathered from a stack: the gather and reshape are read by them.
         let gathered: Vec<Option<(Vec<usize>, Vec<usize>)>> =
-            (0..operators.len()).map(|i| gathered_b(&descriptors, &operators, &graph_outputs, i)).collect();
+            (0..operators.len()).map(|i| gathered_b(&descriptors, &operators, &graph_outputs, &links, i)).collect();
         for (i, found) in gathered.iter().enumerate() {
             if let Some((members, _)) = found {
                 members.iter().for_each(|&m| reader[m] = i);
@@ -372,20 +373,12 @@ impl CpuContext {
 /// its output when it is the output's only reader, the output is not a graph output, both can be
 /// chain operators and have the same output shape, and every operand fits the chain's shape.
 /// `WEBNN_WGPU_FUSION=0` (native) turns this off as it does the WebGPU fusion.
-fn chains(descriptors: &[OperandDescriptor], operators: &[Operator], graph_outputs: &[usize]) -> Vec<Vec<usize>> {
+fn chains(descriptors: &[OperandDescriptor], operators: &[Operator], graph_outputs: &[usize], links: &Links) -> Vec<Vec<usize>> {
     let mut groups: Vec<Vec<usize>> = (0..operators.len()).map(|i| vec![i]).collect();
     if !crate::plan::fusion::enabled() {
         return groups;
     }
-    let mut producer = vec![None; descriptors.len()];
-    let mut readers = vec![0usize; descriptors.len()];
-    for (i, operator) in operators.iter().enumerate() {
-        operator.outputs.iter().for_each(|&o| producer[o] = Some(i));
-        let mut distinct = operator.inputs.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
-        distinct.iter().for_each(|&k| readers[k] += 1);
-    }
+    let Links { producer, readers } = links;
     let chainable: Vec<bool> = operators.iter().map(|operator| chainable(descriptors, operator)).collect();
     for (c, operator) in operators.iter().enumerate() {
         if !chainable[c] {
@@ -412,6 +405,27 @@ fn chains(descriptors: &[OperandDescriptor], operators: &[Operator], graph_outpu
     groups
 }
 
+/// Which operator writes each operand, and how many operators read it.
+struct Links {
+    producer: Vec<Option<usize>>,
+    readers: Vec<usize>,
+}
+
+impl Links {
+    fn new(descriptors: &[OperandDescriptor], operators: &[Operator]) -> Links {
+        let mut producer = vec![None; descriptors.len()];
+        let mut readers = vec![0usize; descriptors.len()];
+        for (i, operator) in operators.iter().enumerate() {
+            operator.outputs.iter().for_each(|&o| producer[o] = Some(i));
+            let mut distinct = operator.inputs.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            distinct.iter().for_each(|&k| readers[k] += 1);
+        }
+        Links { producer, readers }
+    }
+}
+
 /// Whether `operator` can be an operator of a chain kernel.
 fn chainable(descriptors: &[OperandDescriptor], operator: &Operator) -> bool {
     let inputs: Vec<&OperandDescriptor> = operator.inputs.iter().map(|&k| &descriptors[k]).collect();
@@ -423,14 +437,14 @@ fn chainable(descriptors: &[OperandDescriptor], operator: &Operator) -> bool {
 /// ([`gathered_b`](crate::plan::fusion::gathered_b)): the gather and reshape, and the operands the
 /// product reads instead of its own (A, the stack, the index, then C). `WEBNN_WGPU_FUSION=0`
 /// (native) turns this off with the chains.
-fn gathered_b(descriptors: &[OperandDescriptor], operators: &[Operator], graph_outputs: &[usize], i: usize) -> Option<(Vec<usize>, Vec<usize>)> {
+fn gathered_b(descriptors: &[OperandDescriptor], operators: &[Operator], graph_outputs: &[usize], links: &Links, i: usize) -> Option<(Vec<usize>, Vec<usize>)> {
     let product = &operators[i];
     let float32 = |k: &usize| descriptors[*k].data_type == DataType::Float32;
     if !crate::plan::fusion::enabled() || !product.inputs.iter().chain(&product.outputs).all(float32) {
         return None;
     }
-    let producer = |o: usize| operators.iter().position(|op| op.outputs.contains(&o));
-    let sole = |o: usize| !graph_outputs.contains(&o) && operators.iter().filter(|op| op.inputs.contains(&o)).count() == 1;
+    let producer = |o: usize| links.producer[o];
+    let sole = |o: usize| !graph_outputs.contains(&o) && links.readers[o] == 1;
     let members = crate::plan::fusion::gathered_b(descriptors, operators, i, producer, sole)?;
     let gather = &operators[members[0]];
     let (stack, index) = (gather.inputs[0], gather.inputs[1]);
