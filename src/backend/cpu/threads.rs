@@ -17,6 +17,7 @@
 //! that splits again) runs its tasks itself, in order.
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::ops::Range;
 use std::sync::Mutex;
 
 use crate::error::Result;
@@ -85,6 +86,14 @@ pub fn try_for_each(tasks: usize, f: &(dyn Fn(usize) -> Result<()> + Sync)) -> R
         }
     }
     Ok(())
+}
+
+/// `0..len` in ranges for the threads: about `per_thread` a thread, each a multiple of
+/// `multiple` long but the last; one range when `split` is false or there is one thread.
+pub fn ranges(len: usize, split: bool, per_thread: usize, multiple: usize) -> Vec<Range<usize>> {
+    let parts = if split { per_thread * count() } else { 1 };
+    let per = len.div_ceil(parts.max(1)).next_multiple_of(multiple.max(1)).max(1);
+    (0..len).step_by(per).map(|i| i..len.min(i + per)).collect()
 }
 
 /// Runs `f(i, chunk)` for every chunk of `data` cut into `chunk` elements (the last may be

@@ -678,9 +678,7 @@ impl Conv {
     fn depthwise_parts(&self, units: usize) -> Vec<std::ops::Range<usize>> {
         let taps = self.filter_size[0] * self.filter_size[1];
         let macs = self.batches * self.output_channels * self.output_size[0] * self.output_size[1] * taps;
-        let threads = if macs >= PARALLEL_MACS { threads::count() } else { 1 };
-        let per = units.div_ceil(3 * threads).max(1);
-        (0..units).step_by(per).map(|u| u..units.min(u + per)).collect()
+        threads::ranges(units, macs >= PARALLEL_MACS, 3, 1)
     }
 
     /// Depthwise conv2d (nhwc): each output pixel's channels add the weights of a tap times the

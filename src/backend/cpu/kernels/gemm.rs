@@ -300,9 +300,7 @@ const PARALLEL_GEMV: usize = 1 << 17;
 /// The output ranges of a GEMV over a `k x n` matrix for the CPU threads: about two per thread,
 /// multiples of 64 outputs.
 fn gemv_parts(k: usize, n: usize) -> Vec<Range<usize>> {
-    let threads = if k.saturating_mul(n) >= PARALLEL_GEMV { threads::count() } else { 1 };
-    let per = n.div_ceil(2 * threads).next_multiple_of(64).max(1);
-    (0..n).step_by(per).map(|j| j..n.min(j + per)).collect()
+    threads::ranges(n, k.saturating_mul(n) >= PARALLEL_GEMV, 2, 64)
 }
 
 /// A dot product over 16 independent lanes, which LLVM turns into four vector accumulators.
