@@ -153,7 +153,9 @@ cpu_backend() {
     WEBNN_BACKEND=cpu CYCLES=20000 WARMUP_CYCLES=10000 node tests/browser/leaks.mjs &&
     bash tools/fetch_onnx_models.sh && WEBNN_BACKEND=cpu node tests/browser/clients.mjs &&
     WEBNN_BACKEND=cpu node tests/browser/pipeline.mjs &&
-    WEBNN_BACKEND=cpu node tests/browser/moe.mjs --mode lru-host --budget 0.25 --tokens 8
+    WEBNN_BACKEND=cpu node tests/browser/moe.mjs --mode lru-host --budget 0.25 --tokens 8 &&
+    WEBNN_BACKEND=cpu node tests/browser/moe.mjs --mode lru --budget 0.25 --tokens 8 &&
+    WEBNN_BACKEND=cpu node tests/browser/weights.mjs
 }
 
 types_check() {

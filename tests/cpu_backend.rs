@@ -46,7 +46,7 @@ fn run(ctx: &CpuContext, graph: &CpuGraph) -> Vec<f32> {
     let (x, y) = (tensor(ctx, false, true), tensor(ctx, true, false));
     ctx.write_tensor(&x, &bytes(&(0..N).map(|i| i as f32).collect::<Vec<_>>())).unwrap();
     ctx.dispatch(graph, &[("x".into(), x)], &[("y".into(), y.clone())]).unwrap();
-    floats(&ctx.read_tensor(&y).unwrap())
+    floats(&block_on(ctx.read_tensor(&y)).unwrap())
 }
 
 fn expected(k: f32) -> Vec<f32> {
@@ -73,7 +73,7 @@ fn device_bytes_follow_tensors_graphs_and_swaps() {
     assert_eq!((graph.residency(), graph.device_bytes(), ctx.memory_info().device_bytes), (Residency::Host, 0, 0));
     assert_eq!(graph.swap_out(Residency::Disk).unwrap_err().name(), "TypeError", "no constant comes from a weight file");
 
-    graph.swap_in().unwrap();
+    block_on(graph.swap_in()).unwrap();
     assert_eq!(ctx.memory_info().device_bytes, constant);
     assert_eq!(run(&ctx, &graph), expected(3.0));
     let info = ctx.memory_info();
@@ -124,11 +124,11 @@ fn the_budget_evicts_the_least_recently_used_graph() {
     let resident = || graphs.iter().map(|g| g.residency() == Residency::Device).collect::<Vec<_>>();
     assert_eq!(resident(), [false, true, true], "building the third evicted the first");
     ctx.dispatch(&graphs[0], &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
-    assert_eq!(floats(&ctx.read_tensor(&y).unwrap()), expected(0.0));
+    assert_eq!(floats(&block_on(ctx.read_tensor(&y)).unwrap()), expected(0.0));
     assert_eq!(resident(), [true, false, true], "graph 1 was the least recently used");
     ctx.dispatch(&graphs[2], &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
     ctx.dispatch(&graphs[1], &[("x".into(), x)], &[("y".into(), y.clone())]).unwrap();
-    assert_eq!(floats(&ctx.read_tensor(&y).unwrap()), expected(1.0));
+    assert_eq!(floats(&block_on(ctx.read_tensor(&y)).unwrap()), expected(1.0));
     assert_eq!(resident(), [false, true, true], "graph 0 was the least recently dispatched");
     let info = ctx.memory_info();
     assert!(info.device_bytes <= info.budget_bytes.unwrap());
@@ -155,9 +155,9 @@ fn an_output_sharing_its_input_bytes_is_copied_on_write() {
     ctx.write_tensor(&x, &bytes(&first)).unwrap();
     ctx.dispatch(&graph, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
     ctx.write_tensor(&x, &bytes(&vec![7.0; N as usize])).unwrap();
-    assert_eq!(floats(&ctx.read_tensor(&y).unwrap()), first, "writing the input must not change the output");
+    assert_eq!(floats(&block_on(ctx.read_tensor(&y)).unwrap()), first, "writing the input must not change the output");
     ctx.write_tensor(&y, &bytes(&vec![9.0; N as usize])).unwrap();
-    assert_eq!(floats(&ctx.read_tensor(&x).unwrap()), vec![7.0; N as usize]);
+    assert_eq!(floats(&block_on(ctx.read_tensor(&x)).unwrap()), vec![7.0; N as usize]);
 }
 
 #[test]
@@ -168,9 +168,9 @@ fn a_destroyed_context_stops_its_objects() {
     ctx.destroy();
     assert!(ctx.is_lost());
     assert_eq!(block_on(ctx.lost()), "the MLContext was destroyed with destroy()");
-    assert_eq!(graph.swap_in().unwrap_err().name(), "InvalidStateError");
+    assert_eq!(block_on(graph.swap_in()).unwrap_err().name(), "InvalidStateError");
     assert_eq!(ctx.create_tensor(TensorDescriptor { operand: f32_descriptor(&[1]), readable: true, writable: true }).err().unwrap().name(), "InvalidStateError");
-    assert_eq!(ctx.read_tensor(&t).unwrap_err().name(), "TypeError", "a lost context's tensors are destroyed");
+    assert_eq!(block_on(ctx.read_tensor(&t)).unwrap_err().name(), "TypeError", "a lost context's tensors are destroyed");
 }
 
 #[test]
@@ -214,7 +214,7 @@ fn matmul_with_packed_weights(ctx: &CpuContext, reshaped: bool) -> u64 {
     let mut after = Vec::new();
     for _ in 0..2 {
         ctx.dispatch(&graph, &[("x".into(), input.clone())], &[("y".into(), output.clone())]).unwrap();
-        assert_eq!(floats(&ctx.read_tensor(&output).unwrap()), expected);
+        assert_eq!(floats(&block_on(ctx.read_tensor(&output)).unwrap()), expected);
         // B packed in panels of 8 columns (32 is a multiple): as many bytes again.
         after.push(ctx.memory_info().device_bytes);
         graph.swap_out(Residency::Host).unwrap();
@@ -242,7 +242,7 @@ fn float16_runs_on_the_float32_kernels() {
     let yt = ctx.create_tensor(TensorDescriptor { operand: f16(&[3, 4]), readable: true, writable: false }).unwrap();
     ctx.write_tensor(&xt, &a.to_bytes()).unwrap();
     ctx.dispatch(&graph, &[("x".into(), xt)], &[("y".into(), yt.clone())]).unwrap();
-    let got = HostTensor::from_bytes(f16(&[3, 4]), &ctx.read_tensor(&yt).unwrap()).unwrap();
+    let got = HostTensor::from_bytes(f16(&[3, 4]), &block_on(ctx.read_tensor(&yt)).unwrap()).unwrap();
     // The references, each rounding its output to float16 (these products are exact in float32).
     let m = ops::reference(&Op::Matmul, &[a, w], &[f16(&[3, 4])]).unwrap().remove(0);
     let want = ops::reference(&Op::Activation(Activation::Relu), &[m], &[f16(&[3, 4])]).unwrap().remove(0);
@@ -261,7 +261,7 @@ fn leak_cycles_return_every_byte() {
         let (x, y) = (tensor(&ctx, false, true), tensor(&ctx, true, false));
         ctx.write_tensor(&x, &bytes(&vec![1.0; N as usize])).unwrap();
         ctx.dispatch(&graph, &[("x".into(), x.clone())], &[("y".into(), y.clone())]).unwrap();
-        assert_eq!(floats(&ctx.read_tensor(&y).unwrap())[0], 1.0 + k);
+        assert_eq!(floats(&block_on(ctx.read_tensor(&y)).unwrap())[0], 1.0 + k);
         x.destroy();
         y.destroy();
         graph.destroy();

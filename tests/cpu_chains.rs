@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::Rng;
+use common::{block_on, Rng};
 use webnn_wgpu::backend::cpu::{CpuContext, CpuGraph};
 use webnn_wgpu::backend::TensorDescriptor;
 use webnn_wgpu::graph::{GraphBuilder, Operand};
@@ -62,7 +62,7 @@ fn run(ctx: &CpuContext, graph: &CpuGraph, shape: &[u32], x: &[f32]) -> Vec<Vec<
     ctx.write_tensor(&input, bytemuck::cast_slice(x)).unwrap();
     let outputs: Vec<_> = ["t", "y", "z"].iter().map(|&n| (n.to_string(), ctx.create_tensor(d(true)).unwrap())).collect();
     ctx.dispatch(graph, &[("x".into(), input)], &outputs).unwrap();
-    outputs.iter().map(|(_, t)| ctx.read_tensor(t).unwrap()).collect()
+    outputs.iter().map(|(_, t)| block_on(ctx.read_tensor(t)).unwrap()).collect()
 }
 
 #[test]

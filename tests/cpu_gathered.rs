@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::Rng;
+use common::{block_on, Rng};
 use webnn_wgpu::backend::cpu::{CpuContext, CpuGraph};
 use webnn_wgpu::backend::TensorDescriptor;
 use webnn_wgpu::graph::GraphBuilder;
@@ -58,7 +58,7 @@ fn run(ctx: &CpuContext, graph: &CpuGraph, m: u32, a: &[f32], index_type: DataTy
     ctx.write_tensor(&index_tensor, &bytes).unwrap();
     let y = tensor(DataType::Float32, vec![m, N], true);
     ctx.dispatch(graph, &[("a".into(), a_tensor), ("index".into(), index_tensor)], &[("y".into(), y.clone())]).unwrap();
-    ctx.read_tensor(&y).unwrap()
+    block_on(ctx.read_tensor(&y)).unwrap()
 }
 
 #[test]

@@ -267,7 +267,8 @@ mod cpu {
     use webnn_wgpu::backend::cpu::{CpuContext, CpuGraph};
     use webnn_wgpu::backend::{BackendGraph, TensorDescriptor};
     use webnn_wgpu::graph::Number;
-    use webnn_wgpu::memory::HostBytes;
+    use webnn_wgpu::weights::BytesSource;
+    use std::rc::Rc;
     use webnn_wgpu::ops::activation::Activation;
     use webnn_wgpu::ops::pad::{PadOptions, PaddingMode};
 
@@ -289,7 +290,7 @@ mod cpu {
         let (input, y) = (ctx.create_tensor(d(vec![2, N - 1], false)).unwrap(), ctx.create_tensor(d(vec![2, N], true)).unwrap());
         ctx.write_tensor(&input, bytemuck::cast_slice(x)).unwrap();
         ctx.dispatch(graph, &[("x".into(), input)], &[("y".into(), y.clone())]).unwrap();
-        ctx.read_tensor(&y).unwrap()
+        block_on(ctx.read_tensor(&y)).unwrap()
     }
 
     fn save(graph: &CpuGraph) -> (Vec<u8>, Vec<Vec<u8>>) {
@@ -298,7 +299,7 @@ mod cpu {
     }
 
     fn load(ctx: &CpuContext, record: &[u8], constants: &[Vec<u8>]) -> webnn_wgpu::Result<CpuGraph> {
-        let constants = constants.iter().map(|c| HostBytes::from_slice(c, ctx.host_byte_counter())).collect();
+        let constants = constants.iter().enumerate().map(|(i, c)| (i.to_string(), Rc::new(BytesSource::new("constant", c.clone())))).collect();
         CpuGraph::load(ctx, record, constants)
     }
 
@@ -393,14 +394,14 @@ fn mutated_records_never_panic() {
             Err(_) => refused += 1,
         }
         let record = mutate(&cpu_record);
-        let constants = cpu_bytes.iter().map(|c| webnn_wgpu::memory::HostBytes::from_slice(c, cpu.host_byte_counter())).collect();
+        let constants = cpu_bytes.iter().enumerate().map(|(i, c)| (i.to_string(), std::rc::Rc::new(webnn_wgpu::weights::BytesSource::new("constant", c.clone())))).collect();
         match webnn_wgpu::backend::cpu::CpuGraph::load(&cpu, &record, constants) {
             Ok(graph) => {
                 loaded += 1;
                 let d = |shape: Vec<u32>, readable| TensorDescriptor { operand: OperandDescriptor::new(DataType::Float32, shape), readable, writable: !readable };
                 let (input, y) = (cpu.create_tensor(d(vec![2, N], false)).unwrap(), cpu.create_tensor(d(vec![2, N], true)).unwrap());
                 if cpu.dispatch(&graph, &[("x".into(), input)], &[("y".into(), y.clone())]).is_ok() {
-                    let _ = cpu.read_tensor(&y);
+                    let _ = block_on(cpu.read_tensor(&y));
                 }
             }
             Err(_) => refused += 1,

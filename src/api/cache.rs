@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use js_sys::{Promise, Uint8Array};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::{future_to_promise, JsFuture};
+use wasm_bindgen_futures::future_to_promise;
 
 use crate::api::builder::GraphHandle;
 use crate::api::context::ContextHandle;
@@ -16,8 +16,7 @@ use crate::backend::cpu::CpuGraph;
 use crate::backend::webgpu::Graph;
 use crate::backend::BackendGraph;
 use crate::error::Error;
-use crate::graph::BuilderContext;
-use crate::memory::{HostBytes, SharedConstant};
+use crate::memory::SharedConstant;
 use crate::weights::BlobSource;
 
 /// A graph's record and its constants, as `saveGraph` stores them.
@@ -72,29 +71,17 @@ impl ContextHandle {
     pub fn load_graph(&self, record: Vec<u8>, keys: Vec<String>, files: Vec<web_sys::Blob>) -> Promise {
         let context = self.context();
         future_to_promise(async move {
+            let sources = keys
+                .into_iter()
+                .zip(files)
+                .map(|(key, file)| {
+                    let name = format!("saved constant {key}");
+                    (key, Rc::new(BlobSource::new(name, file, JsValue::UNDEFINED)))
+                })
+                .collect();
             let graph = match context {
-                OnBackend::WebGpu(context) => {
-                    let sources = keys
-                        .into_iter()
-                        .zip(files)
-                        .map(|(key, file)| {
-                            let name = format!("saved constant {key}");
-                            (key, Rc::new(BlobSource::new(name, file, JsValue::UNDEFINED)))
-                        })
-                        .collect();
-                    OnBackend::WebGpu(Graph::load(&context, &record, sources).await.map_err(to_js)?)
-                }
-                OnBackend::Cpu(context) => {
-                    // Every read is started before the first is awaited: they run together.
-                    let reads: Vec<JsFuture> = files.iter().map(|file| JsFuture::from(file.array_buffer())).collect();
-                    let mut constants = Vec::with_capacity(files.len());
-                    for (key, read) in keys.iter().zip(reads) {
-                        let unreadable = |_| to_js(Error::Data(format!("the saved constant {key} cannot be read")));
-                        let bytes = read.await.map_err(unreadable)?;
-                        constants.push(HostBytes::from_js(Uint8Array::new(&bytes), BuilderContext::host_byte_counter(&context)));
-                    }
-                    OnBackend::Cpu(CpuGraph::load(&context, &record, constants).map_err(to_js)?)
-                }
+                OnBackend::WebGpu(context) => OnBackend::WebGpu(Graph::load(&context, &record, sources).await.map_err(to_js)?),
+                OnBackend::Cpu(context) => OnBackend::Cpu(CpuGraph::load(&context, &record, sources).map_err(to_js)?),
             };
             Ok(GraphHandle::new(graph).into())
         })

@@ -1,7 +1,8 @@
 //! `MLWeightFile` handles: `context.openWeights(blob)` reads a weight file's header from a
 //! `Blob` (a `File`, or a `FileSystemFileHandle`'s file) and `constantTensor(name)` streams one
 //! tensor to the GPU as a constant `MLTensor` that can go to the `"disk"` tier. On the CPU
-//! backend a tensor is read whole into a host copy and the backend's memory.
+//! backend a tensor is read whole into the backend's memory, and from the file again after it
+//! left it.
 
 use std::rc::Rc;
 
@@ -15,7 +16,6 @@ use crate::backend::cpu::CpuContext;
 use crate::backend::webgpu::Context;
 use crate::error::{Error, Result};
 use crate::graph::{DataType, OperandDescriptor};
-use crate::memory::HostBytes;
 use crate::weights::TensorInfo;
 use crate::weights::{BlobSource, LoadOptions, WeightFile};
 
@@ -100,14 +100,12 @@ impl WeightFileHandle {
                 return future_to_promise(async move {
                     let descriptor = descriptor.map_err(to_js)?;
                     let info = file.tensor(&name).map_err(to_js)?;
-                    let bytes = file.read_tensor(&*source, info, &descriptor, &options).await.map_err(to_js)?;
+                    let tensor = crate::backend::cpu::loader::constant_tensor(&b.context, &file, &source, info, descriptor, &options)
+                        .await
+                        .map_err(to_js)?;
                     if let Some(f) = &on_progress {
                         let _ = f.call2(&JsValue::UNDEFINED, &(info.byte_length as f64).into(), &(info.byte_length as f64).into());
                     }
-                    // The host copy lives outside wasm memory, as the builder's constants' do.
-                    let host = HostBytes::from_js(js_sys::Uint8Array::from(bytes.as_slice()), b.context.host_byte_counter());
-                    drop(bytes);
-                    let tensor = b.context.create_constant_tensor(descriptor, host).map_err(to_js)?;
                     Ok(register::<CpuContext>(&b.tensors, tensor).into())
                 });
             }

@@ -1,5 +1,5 @@
-//! A minimal one-shot channel whose receiver is a future: wgpu reports buffer mapping and device
-//! loss through callbacks, and both native and browser code await them.
+//! A minimal one-shot channel whose receiver is a future (wgpu reports buffer mapping and device
+//! loss through callbacks, and both native and browser code await them), and how deferred work runs.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -97,5 +97,27 @@ impl Future for SignalWait {
                 Poll::Pending
             }
         }
+    }
+}
+
+/// Runs deferred work. Native sources complete at once, so natively it runs to the end inside
+/// the call; in the browser it continues as its reads resolve.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn spawn(future: impl Future<Output = ()> + 'static) {
+    pollster::block_on(future);
+}
+
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn spawn(future: impl Future<Output = ()> + 'static) {
+    wasm_bindgen_futures::spawn_local(future);
+}
+
+/// The output of `future` if it completes without waiting (it is dropped otherwise): for work
+/// that waits only when a file must be read, run at once when none must.
+pub(crate) fn now<T>(future: impl Future<Output = T>) -> Option<T> {
+    let mut future = std::pin::pin!(future);
+    match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(value) => Some(value),
+        Poll::Pending => None,
     }
 }

@@ -2,7 +2,7 @@
 //! [`SharedConstant`]; it stays on the GPU while any graph using it is resident. Its backing
 //! makes every swap-in a reload, never a recompile: a host copy is uploaded, and a constant
 //! streamed from a weight file (the `"disk"` tier) holds no host copy and is streamed again
-//! from its file.
+//! from its file ([`Restream`] into a GPU buffer, [`Reread`] into the CPU backend's memory).
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -13,16 +13,8 @@ use crate::error::{Error, Result};
 use crate::memory::HostBytes;
 use crate::memory::{Allocator, DeviceBuffer};
 
-/// Streams a weight file's tensor (source, tensor info, WebNN type) into a GPU buffer again;
-/// resolves to the bytes read from the file. The loader's implementation holds a weak handle to
-/// its context, so residency needs no device type.
-pub trait Restream {
-    fn restream<'a>(
-        &'a self,
-        buffer: &'a wgpu::Buffer,
-        progress: &'a mut dyn FnMut(u64, u64),
-    ) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>>;
-
+/// A constant that comes back from a weight file, with the host budget's copy it may keep.
+pub trait FileBacked {
     /// The bytes of its copy in host memory (the host budget's), if it has one: the constant
     /// then comes back without reading the file.
     fn host_copy_bytes(&self) -> Option<u64>;
@@ -31,10 +23,30 @@ pub trait Restream {
     fn drop_host_copy(&self);
 }
 
+/// Streams a weight file's tensor (source, tensor info, WebNN type) into a GPU buffer again;
+/// resolves to the bytes read from the file. The loader's implementation holds a weak handle to
+/// its context, so residency needs no device type.
+pub trait Restream: FileBacked {
+    fn restream<'a>(
+        &'a self,
+        buffer: &'a wgpu::Buffer,
+        progress: &'a mut dyn FnMut(u64, u64),
+    ) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>>;
+}
+
+/// Reads a weight file's tensor again into `out` (the CPU backend's memory: its bytes as the
+/// constant's type), from the host copy if it has one; resolves to the bytes read from the file.
+pub trait Reread: FileBacked {
+    /// The constant's bytes (`out`'s length).
+    fn byte_length(&self) -> u64;
+    fn reread<'a>(&'a self, out: &'a mut [u8]) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>>;
+}
+
 /// Where a constant's bytes come back from when it is made resident again.
 enum Backing {
     Host(HostBytes),
     File(Rc<dyn Restream>),
+    Reread(Rc<dyn Reread>),
 }
 
 pub struct SharedConstant {
@@ -72,6 +84,11 @@ impl SharedConstant {
         SharedConstant::with(buffer_size, Backing::File(file), None)
     }
 
+    /// A constant of the CPU backend that comes back from a weight file (see [`Reread`]).
+    pub fn new_reread(buffer_size: u64, file: Rc<dyn Reread>) -> SharedConstant {
+        SharedConstant::with(buffer_size, Backing::Reread(file), None)
+    }
+
     fn with(buffer_size: u64, backing: Backing, device: Option<Rc<DeviceBuffer>>) -> SharedConstant {
         SharedConstant {
             buffer_size,
@@ -94,23 +111,36 @@ impl SharedConstant {
         self.device.borrow().is_some()
     }
 
+    fn file(&self) -> Option<&dyn FileBacked> {
+        match &self.backing {
+            Backing::Host(_) => None,
+            Backing::File(file) => Some(&**file),
+            Backing::Reread(file) => Some(&**file),
+        }
+    }
+
     /// Whether the constant comes from a weight file (and can go to the `"disk"` tier).
     pub fn is_file_backed(&self) -> bool {
-        matches!(self.backing, Backing::File(_))
+        self.file().is_some()
+    }
+
+    /// The CPU backend's way back from the file, for a constant it loaded from one.
+    pub fn reread(&self) -> Option<&Rc<dyn Reread>> {
+        match &self.backing {
+            Backing::Reread(file) => Some(file),
+            _ => None,
+        }
     }
 
     /// Whether its bytes are in host memory: a host copy, or a file-backed constant's copy under
     /// the host budget.
     pub fn has_host_copy(&self) -> bool {
-        match &self.backing {
-            Backing::Host(_) => true,
-            Backing::File(file) => file.host_copy_bytes().is_some(),
-        }
+        self.file().is_none_or(|file| file.host_copy_bytes().is_some())
     }
 
     /// Lets go of a file-backed constant's host copy (it streams from its file again).
     pub fn drop_host_copy(&self) {
-        if let Backing::File(file) = &self.backing {
+        if let Some(file) = self.file() {
             file.drop_host_copy();
         }
     }
@@ -120,18 +150,23 @@ impl SharedConstant {
         self.stale.get()
     }
 
-    /// A copy of the bytes of a constant held in host memory (`None` for a file-backed one).
-    pub fn host_copy(&self) -> Option<Vec<u8>> {
+    /// The host copy of a constant held in host memory (`None` for a file-backed one).
+    pub fn host(&self) -> Option<&HostBytes> {
         match &self.backing {
-            Backing::Host(h) => Some(h.to_vec()),
-            Backing::File(_) => None,
+            Backing::Host(h) => Some(h),
+            _ => None,
         }
     }
 
+    /// A copy of the bytes of a constant held in host memory (`None` for a file-backed one).
+    pub fn host_copy(&self) -> Option<Vec<u8>> {
+        self.host().map(HostBytes::to_vec)
+    }
+
     pub fn host_bytes(&self) -> u64 {
-        match &self.backing {
-            Backing::Host(h) => h.len(),
-            Backing::File(file) => file.host_copy_bytes().unwrap_or(0),
+        match (&self.backing, self.file()) {
+            (Backing::Host(h), _) => h.len(),
+            (_, file) => file.and_then(|f| f.host_copy_bytes()).unwrap_or(0),
         }
     }
 
@@ -150,7 +185,7 @@ impl SharedConstant {
                 host.upload(allocator.queue(), &buffer.buffer);
                 host.len()
             }
-            Backing::File(_) => {
+            Backing::File(_) | Backing::Reread(_) => {
                 self.stale.set(true);
                 0
             }

@@ -24,6 +24,15 @@ impl HostBytes {
         HostBytes::new(HostData::Native(Rc::from(bytes)), bytes.len() as u64, counter)
     }
 
+    /// Copies bytes into host memory outside wasm memory where there is such (a JS
+    /// `Uint8Array` on the web).
+    pub fn outside_wasm(bytes: &[u8], counter: &Rc<Cell<u64>>) -> HostBytes {
+        #[cfg(target_arch = "wasm32")]
+        return HostBytes::from_js(js_sys::Uint8Array::from(bytes), counter);
+        #[cfg(not(target_arch = "wasm32"))]
+        HostBytes::from_slice(bytes, counter)
+    }
+
     /// Takes a JS-owned copy (the caller made the copy; it is not shared with the page).
     #[cfg(target_arch = "wasm32")]
     pub fn from_js(array: js_sys::Uint8Array, counter: &Rc<Cell<u64>>) -> HostBytes {
@@ -51,6 +60,19 @@ impl HostBytes {
             #[cfg(target_arch = "wasm32")]
             HostData::Js(a) => a.to_vec(),
         }
+    }
+
+    /// Copies the bytes into `out`, which must be as long; `false` when it is not.
+    pub fn copy_to(&self, out: &mut [u8]) -> bool {
+        if out.len() as u64 != self.len {
+            return false;
+        }
+        match &self.data {
+            HostData::Native(b) => out.copy_from_slice(b),
+            #[cfg(target_arch = "wasm32")]
+            HostData::Js(a) => a.copy_to(out),
+        }
+        true
     }
 
     /// Writes the bytes at the start of `buffer`, padding the tail to the 4-byte copy alignment.

@@ -2,17 +2,28 @@
 //! file-backed constant keeps a copy of its bytes in host memory the GPU can copy from
 //! (`MAP_WRITE | COPY_SRC` buffers, written once when the bytes are read from the file), so a
 //! graph evicted by the memory budget comes back with a GPU copy instead of a file read and a
-//! CPU copy into the queue's staging memory. The copies are evicted least recently used first
+//! CPU copy into the queue's staging memory. The CPU backend keeps [`HostBytes`] (outside wasm
+//! memory on the web) and copies them back into its own memory. The copies are evicted least recently used first
 //! when a new one would go over the host budget; a constant without a copy streams from its file
 //! again (the `"disk"` tier).
 
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 
-/// A constant's bytes in GPU-visible host memory.
+use crate::memory::HostBytes;
+
+/// Where a host copy's bytes are.
+enum Store {
+    /// GPU-visible host memory (the WebGPU backend).
+    Mapped(wgpu::Buffer),
+    /// Host bytes counted in the context's host total by themselves (the CPU backend).
+    Bytes(HostBytes),
+}
+
+/// A constant's bytes in host memory.
 pub struct HostCopy {
     /// `None` once evicted from the host budget.
-    buffer: RefCell<Option<wgpu::Buffer>>,
+    store: RefCell<Option<Store>>,
     /// Bytes of the buffer: the constant's bytes in whole words.
     pub size: u64,
     last_used: Cell<u64>,
@@ -22,11 +33,22 @@ pub struct HostCopy {
 impl HostCopy {
     /// The buffer, unless the host budget evicted it.
     pub fn buffer(&self) -> Option<wgpu::Buffer> {
-        self.buffer.borrow().clone()
+        match &*self.store.borrow() {
+            Some(Store::Mapped(buffer)) => Some(buffer.clone()),
+            _ => None,
+        }
+    }
+
+    /// Copies the bytes of a [`HostBytes`] copy into `out`; `false` when evicted or of another size.
+    pub fn copy_to(&self, out: &mut [u8]) -> bool {
+        match &*self.store.borrow() {
+            Some(Store::Bytes(bytes)) => bytes.copy_to(out),
+            _ => false,
+        }
     }
 
     pub fn is_live(&self) -> bool {
-        self.buffer.borrow().is_some()
+        self.store.borrow().is_some()
     }
 
     /// Marks the copy used now, for the least-recently-used order.
@@ -34,13 +56,16 @@ impl HostCopy {
         self.last_used.set(now);
     }
 
-    /// Lets go of the buffer and its bytes in the host total.
+    /// Lets go of the bytes and their count in the host total.
     pub fn evict(&self) {
-        if let Some(buffer) = self.buffer.borrow_mut().take() {
-            // Queued copies hold their own reference: wgpu frees it after them.
-            drop(buffer);
-            if let Some(cache) = self.cache.upgrade() {
-                cache.bytes.set(cache.bytes.get().saturating_sub(self.size));
+        let Some(store) = self.store.borrow_mut().take() else { return };
+        let mapped = matches!(store, Store::Mapped(_));
+        // Queued copies hold their own reference to a buffer: wgpu frees it after them. Host
+        // bytes leave the host total as they drop.
+        drop(store);
+        if let Some(cache) = self.cache.upgrade() {
+            cache.bytes.set(cache.bytes.get().saturating_sub(self.size));
+            if mapped {
                 cache.host_bytes.set(cache.host_bytes.get().saturating_sub(self.size));
             }
         }
@@ -103,11 +128,21 @@ impl HostCache {
 
     /// Registers a copy just written into `buffer` (unmapped), counted in the budget.
     pub fn keep(&self, buffer: wgpu::Buffer, size: u64, now: u64) -> Rc<HostCopy> {
+        self.0.host_bytes.set(self.0.host_bytes.get() + size);
+        self.register(Store::Mapped(buffer), size, now)
+    }
+
+    /// Registers a copy in `bytes` (already counted in the host total), counted in the budget.
+    pub fn keep_bytes(&self, bytes: HostBytes, now: u64) -> Rc<HostCopy> {
+        let size = bytes.len();
+        self.register(Store::Bytes(bytes), size, now)
+    }
+
+    fn register(&self, store: Store, size: u64, now: u64) -> Rc<HostCopy> {
         let state = &self.0;
         state.bytes.set(state.bytes.get() + size);
-        state.host_bytes.set(state.host_bytes.get() + size);
         let copy = Rc::new(HostCopy {
-            buffer: RefCell::new(Some(buffer)),
+            store: RefCell::new(Some(store)),
             size,
             last_used: Cell::new(now),
             cache: Rc::downgrade(state),

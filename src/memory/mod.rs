@@ -12,7 +12,7 @@ pub mod pool;
 
 pub use buffer::{BufferRegistry, DeviceBuffer};
 pub use budget::{MemoryInfo, MemoryState};
-pub use constant::{Restream, SharedConstant};
+pub use constant::{FileBacked, Reread, Restream, SharedConstant};
 pub use host::HostBytes;
 pub use host_cache::HostCache;
 pub use pool::IntermediatePool;

@@ -198,25 +198,47 @@ impl WeightFile {
     /// `descriptor`'s type on the host, in chunks of about `options.chunk_bytes`: the whole
     /// tensor for a backend that holds it in its own memory.
     pub async fn read_tensor<S: Source>(&self, source: &S, info: &TensorInfo, descriptor: &OperandDescriptor, options: &LoadOptions) -> Result<Vec<u8>> {
-        let stored = self.stored_type(info)?;
-        let (block_elements, block_bytes) = stored.block();
-        let blocks_per_chunk = (options.chunk_bytes / block_bytes).max(1);
         let mut out = Vec::new();
         out.try_reserve_exact(descriptor.byte_length() as usize)
             .map_err(|_| Error::Unknown(format!("{}: tensor '{}': {} bytes of memory could not be allocated", self.file_name, info.name, descriptor.byte_length())))?;
-        let mut reader = source.reader(info.offset, info.byte_length);
-        let (mut read, mut chunk, mut converted) = (0u64, Vec::new(), Vec::new());
-        while read < info.byte_length {
-            let len = (blocks_per_chunk * block_bytes).min(info.byte_length - read);
-            chunk.resize(len as usize, 0);
-            reader.read(&mut chunk).await?;
-            convert_chunk(&self.file_name, &info.name, stored, descriptor.data_type, read / block_bytes * block_elements, &chunk, &mut converted)?;
-            out.extend_from_slice(&converted);
-            read += len;
-        }
-        if out.len() as u64 != descriptor.byte_length() {
-            return Err(Error::Data(format!("{}: tensor '{}': {} bytes read for {descriptor}", self.file_name, info.name, out.len())));
-        }
+        out.resize(descriptor.byte_length() as usize, 0);
+        read_tensor_into(&self.file_name, source, info, self.stored_type(info)?, descriptor, options, &mut out).await?;
         Ok(out)
     }
+}
+
+/// Reads tensor `info` of file `file_name` from `source` into `out` (exactly `descriptor`'s
+/// bytes), converting each chunk from `stored` to `descriptor`'s type on the way.
+pub(crate) async fn read_tensor_into<S: Source>(
+    file_name: &str,
+    source: &S,
+    info: &TensorInfo,
+    stored: StoredType,
+    descriptor: &OperandDescriptor,
+    options: &LoadOptions,
+    out: &mut [u8],
+) -> Result<()> {
+    if out.len() as u64 != descriptor.byte_length() {
+        return Err(Error::Data(format!("{file_name}: tensor '{}': {} bytes asked for {descriptor}", info.name, out.len())));
+    }
+    let (block_elements, block_bytes) = stored.block();
+    let blocks_per_chunk = (options.chunk_bytes / block_bytes).max(1);
+    let mut reader = source.reader(info.offset, info.byte_length);
+    let (mut read, mut written, mut chunk, mut converted) = (0u64, 0usize, Vec::new(), Vec::new());
+    while read < info.byte_length {
+        let len = (blocks_per_chunk * block_bytes).min(info.byte_length - read);
+        chunk.resize(len as usize, 0);
+        reader.read(&mut chunk).await?;
+        convert_chunk(file_name, &info.name, stored, descriptor.data_type, read / block_bytes * block_elements, &chunk, &mut converted)?;
+        let Some(to) = out.get_mut(written..written + converted.len()) else {
+            return Err(Error::Data(format!("{file_name}: tensor '{}': more bytes read than {descriptor} holds", info.name)));
+        };
+        to.copy_from_slice(&converted);
+        written += converted.len();
+        read += len;
+    }
+    if written != out.len() {
+        return Err(Error::Data(format!("{file_name}: tensor '{}': {written} bytes read for {descriptor}", info.name)));
+    }
+    Ok(())
 }

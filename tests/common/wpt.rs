@@ -621,12 +621,14 @@ impl Reload for CpuContext {
     async fn reload(&self, graph: &webnn_wgpu::backend::cpu::CpuGraph) -> Result<webnn_wgpu::backend::cpu::CpuGraph> {
         use webnn_wgpu::backend::BackendGraph;
         let (record, constants) = graph.save()?;
-        let mut bytes = Vec::new();
-        for constant in constants {
-            let saved = BackendGraph::saved_constant_bytes(graph, constant).await?;
-            bytes.push(webnn_wgpu::memory::HostBytes::from_slice(&saved, self.host_byte_counter()));
+        let mut sources = Vec::new();
+        for (i, constant) in constants.into_iter().enumerate() {
+            let bytes = BackendGraph::saved_constant_bytes(graph, constant).await?;
+            sources.push((i.to_string(), std::rc::Rc::new(webnn_wgpu::weights::BytesSource::new("constant", bytes))));
         }
-        webnn_wgpu::backend::cpu::CpuGraph::load(self, &record, bytes)
+        let graph = webnn_wgpu::backend::cpu::CpuGraph::load(self, &record, sources)?;
+        graph.swap_in().await?;
+        Ok(graph)
     }
 }
 

@@ -51,11 +51,17 @@ impl Backend for CpuContext {
     }
 
     fn read_tensor(&self, tensor: &CpuTensor) -> impl Future<Output = Result<Vec<u8>>> + 'static {
-        std::future::ready(CpuContext::read_tensor(self, tensor))
+        CpuContext::read_tensor(self, tensor)
     }
 
+    /// Constants still in their files are read before the graph is returned.
     fn compile(&self, description: GraphDescription) -> impl Future<Output = Result<CpuGraph>> + 'static {
-        std::future::ready(CpuGraph::compile(self, description))
+        let graph = CpuGraph::compile(self, description);
+        async move {
+            let graph = graph?;
+            graph.swap_in().await?;
+            Ok(graph)
+        }
     }
 
     fn dispatch(&self, graph: &CpuGraph, inputs: &[(String, CpuTensor)], outputs: &[(String, CpuTensor)]) -> Result<()> {
@@ -90,12 +96,19 @@ impl BackendGraph for CpuGraph {
         CpuGraph::destroy(self)
     }
 
+    /// After the dispatches already issued, which would swap the graph in again.
     fn swap_out(&self, to: Residency) -> impl Future<Output = Result<()>> + 'static {
-        std::future::ready(CpuGraph::swap_out(self, to))
+        let graph = self.clone();
+        async move {
+            graph.check_usable()?;
+            graph.context().settled().await;
+            CpuGraph::swap_out(&graph, to)
+        }
     }
 
     fn swap_in(&self) -> impl Future<Output = Result<()>> + 'static {
-        std::future::ready(CpuGraph::swap_in(self))
+        let graph = self.clone();
+        async move { CpuGraph::swap_in(&graph).await }
     }
 
     fn residency(&self) -> Residency {
@@ -119,8 +132,8 @@ impl BackendGraph for CpuGraph {
     }
 
     fn saved_constant_bytes(&self, constant: Rc<SharedConstant>) -> impl Future<Output = Result<Vec<u8>>> + 'static {
-        let bytes = CpuGraph::saved_constant_bytes(self, &constant);
-        async move { bytes }
+        let graph = self.clone();
+        async move { graph.saved_constant_bytes(&constant).await }
     }
 
     fn set_eviction_priority(&self, priority: EvictionPriority) {

@@ -1,7 +1,8 @@
 //! The CPU backend's `MLGraph`: each operator gets a kernel once at compile time (a float32
 //! kernel where one exists, else the operator's float64 reference), constants are copied into
-//! the backend's memory while the graph is resident, and `dispatch()` runs the operators in
-//! order, freeing each intermediate after its last use.
+//! the backend's memory while the graph is resident (from host copies, or read from their files
+//! in the `"disk"` tier), and `dispatch()` runs the operators in order, freeing each
+//! intermediate after its last use.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -43,6 +44,9 @@ pub(super) struct GraphInner {
     /// For each operand, the last step that reads it (`usize::MAX` for graph outputs).
     last_use: Vec<usize>,
     residency: Cell<Residency>,
+    /// Changed by every eviction and `destroy()`: a swap-in that read files meanwhile lets its
+    /// copies go instead of making the graph resident.
+    generation: Cell<u64>,
     priority: Cell<EvictionPriority>,
     last_used: Cell<u64>,
     destroyed: Cell<bool>,
@@ -149,6 +153,7 @@ impl CpuGraph {
                 resident: RefCell::default(),
                 last_use,
                 residency: Cell::new(Residency::Host),
+                generation: Cell::new(0),
                 priority: Cell::new(EvictionPriority::Normal),
                 last_used: Cell::new(0),
                 destroyed: Cell::new(false),
@@ -156,7 +161,12 @@ impl CpuGraph {
         };
         let weak: std::rc::Weak<dyn Evictable> = Rc::downgrade(&(graph.inner.clone() as Rc<dyn Evictable>));
         context.inner.memory.register(weak);
-        graph.swap_in_now()?;
+        // Constants still to be read from their files wait for the first swap-in.
+        if graph.needs_read() {
+            graph.inner.residency.set(graph.inner.off_device_tier());
+        } else {
+            graph.swap_in_now()?;
+        }
         Ok(graph)
     }
 
@@ -217,22 +227,34 @@ impl CpuGraph {
         self.inner.context.check_not_lost()
     }
 
-    /// Copies the constants in (sharing those already resident), evicting other graphs under
-    /// the budget first.
-    fn swap_in_now(&self) -> Result<()> {
+    /// Whether a constant must be read from its file to make the graph resident.
+    pub(super) fn needs_read(&self) -> bool {
+        let inner = &self.inner;
+        inner.residency.get() != Residency::Device
+            && inner.constants.iter().any(|(_, c)| c.reread().is_some() && !c.has_host_copy() && !inner.context.holds(c))
+    }
+
+    /// Copies the constants in (sharing those already resident, reading those in the `"disk"`
+    /// tier from their files), evicting other graphs under the budget first.
+    async fn make_resident(&self) -> Result<()> {
         let inner = &self.inner;
         if inner.residency.get() == Residency::Device {
             return Ok(());
         }
+        let generation = inner.generation.get();
         let context = &inner.context;
         let needed = inner.constants.iter().map(|(_, c)| context.bytes_to_acquire(c)).sum();
         context.make_room(inner.id, needed)?;
         let mut copied = 0;
         let mut resident = Vec::with_capacity(inner.constants.len());
         for (_, constant) in &inner.constants {
-            let (buffer, bytes) = context.resident_constant(constant)?;
+            let (buffer, bytes) = context.resident_constant(constant).await?;
             copied += bytes;
             resident.push(buffer);
+        }
+        // Swapped out or destroyed while it read: that stands.
+        if inner.generation.get() != generation || inner.destroyed.get() {
+            return Ok(());
         }
         *inner.resident.borrow_mut() = resident;
         inner.residency.set(Residency::Device);
@@ -242,23 +264,36 @@ impl CpuGraph {
         Ok(())
     }
 
-    /// `swapIn()`.
-    pub fn swap_in(&self) -> Result<()> {
-        self.check_usable()?;
-        self.swap_in_now()
+    /// [`make_resident`](Self::make_resident) where no file must be read, which completes at once.
+    fn swap_in_now(&self) -> Result<()> {
+        crate::backend::oneshot::now(self.make_resident())
+            .unwrap_or_else(|| Err(Error::InvalidState("the graph's constants must be read from their files first".into())))
     }
 
-    /// `swapOut({to})`: the constants leave the backend's memory; their host copies stay. The
-    /// `"disk"` tier needs constants from a weight file, which the CPU backend does not load.
+    /// `swapIn()`.
+    pub async fn swap_in(&self) -> Result<()> {
+        self.check_usable()?;
+        self.make_resident().await
+    }
+
+    /// `swapOut({to})`: the constants leave the backend's memory; their host copies stay, or
+    /// with `"disk"`, constants from files keep none.
     pub fn swap_out(&self, to: Residency) -> Result<()> {
         self.check_usable()?;
+        let inner = &self.inner;
         match to {
             Residency::Device => Err(Error::Type("swapOut() goes to \"host\" or \"disk\"".into())),
-            Residency::Disk => Err(Error::Type(
+            Residency::Disk if !inner.file_backed() => Err(Error::Type(
                 "swapOut({to: \"disk\"}) needs every constant to come from a weight file; this graph's constants do not".into(),
             )),
+            Residency::Disk => {
+                inner.evict();
+                inner.constants.iter().for_each(|(_, c)| c.drop_host_copy());
+                inner.residency.set(Residency::Disk);
+                Ok(())
+            }
             Residency::Host => {
-                self.inner.evict();
+                inner.evict();
                 Ok(())
             }
         }
@@ -267,8 +302,25 @@ impl CpuGraph {
     /// `destroy()`: the constants' memory goes at once.
     pub fn destroy(&self) {
         if !self.inner.destroyed.replace(true) {
+            self.inner.generation.set(self.inner.generation.get() + 1);
             self.inner.resident.borrow_mut().clear();
             self.inner.steps.iter().for_each(|s| s.kernel.release());
+        }
+    }
+}
+
+impl GraphInner {
+    fn file_backed(&self) -> bool {
+        !self.constants.is_empty() && self.constants.iter().all(|(_, c)| c.is_file_backed())
+    }
+
+    /// The tier out of the backend's memory: `"disk"` when every constant comes from a file and
+    /// one of them has no host copy (the host budget may have evicted it), else `"host"`.
+    fn off_device_tier(&self) -> Residency {
+        if self.file_backed() && !self.constants.iter().all(|(_, c)| c.has_host_copy()) {
+            Residency::Disk
+        } else {
+            Residency::Host
         }
     }
 }
@@ -295,10 +347,11 @@ impl Evictable for GraphInner {
     }
 
     fn evict(&self) {
+        self.generation.set(self.generation.get() + 1);
         if self.residency.get() == Residency::Device {
             self.resident.borrow_mut().clear();
             self.steps.iter().for_each(|s| s.kernel.release());
-            self.residency.set(Residency::Host);
+            self.residency.set(self.off_device_tier());
             let memory = &self.context.inner.memory;
             memory.swap_outs.set(memory.swap_outs.get() + 1);
         }
@@ -311,7 +364,8 @@ impl Evictable for GraphInner {
 
 impl CpuContext {
     /// `dispatch(graph, inputs, outputs)`: validates (the spec's order), swaps the graph in when
-    /// it is not resident, and runs it to completion.
+    /// it is not resident, and runs it to completion; behind a read of its constants from their
+    /// files (and the work issued after it) once they are read.
     pub fn dispatch(&self, graph: &CpuGraph, inputs: &[(String, CpuTensor)], outputs: &[(String, CpuTensor)]) -> Result<()> {
         if !graph.context().same(self) {
             return Err(Error::Type("the MLGraph belongs to another MLContext".into()));
@@ -323,12 +377,36 @@ impl CpuContext {
         if self.is_lost() {
             return Ok(());
         }
+        graph.inner.last_used.set(self.inner.memory.tick());
+        if !self.is_deferring() && !graph.needs_read() {
+            return self.run(graph, &inputs, &outputs);
+        }
+        let (context, graph) = (self.clone(), graph.clone());
+        let (inputs, outputs): (Vec<CpuTensor>, Vec<CpuTensor>) = (inputs.into_iter().cloned().collect(), outputs.into_iter().cloned().collect());
+        self.defer(Box::pin(async move {
+            if graph.inner.destroyed.get() {
+                return Err(Error::InvalidState("the MLGraph was destroyed before its dispatch ran".into()));
+            }
+            if context.is_lost() {
+                return Ok(());
+            }
+            graph.make_resident().await?;
+            context.run(&graph, &inputs.iter().collect::<Vec<_>>(), &outputs.iter().collect::<Vec<_>>())
+        }));
+        Ok(())
+    }
+
+    /// Runs a validated dispatch now.
+    fn run(&self, graph: &CpuGraph, inputs: &[&CpuTensor], outputs: &[&CpuTensor]) -> Result<()> {
         let inner = &graph.inner;
-        inner.last_used.set(self.inner.memory.tick());
         graph.swap_in_now()?;
+        let inputs = inputs
+            .iter()
+            .map(|t| t.buffer().ok_or_else(|| Error::InvalidState("an MLTensor of the dispatch was destroyed before it ran".into())))
+            .collect::<Result<Vec<_>>>()?;
         let mut values: Vec<Option<Rc<Buffer>>> = vec![None; inner.descriptors.len()];
-        for (&operand, tensor) in inner.input_operands.iter().zip(&inputs) {
-            values[operand] = tensor.buffer();
+        for (&operand, buffer) in inner.input_operands.iter().zip(inputs) {
+            values[operand] = Some(buffer);
         }
         for ((operand, _), buffer) in inner.constants.iter().zip(inner.resident.borrow().iter()) {
             values[*operand] = Some(buffer.clone());

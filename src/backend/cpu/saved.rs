@@ -3,8 +3,8 @@
 //! their options, the named inputs and outputs and which operands are constants. Loading it
 //! skips the JavaScript that built the graph and the model download; it does run the operators'
 //! shape validation again, because the CPU kernels index wasm memory by those shapes and a
-//! record comes from storage the page does not control. Kernels are chosen again (a lookup),
-//! and the constants are copied in from their saved bytes: the CPU backend has no disk tier.
+//! record comes from storage the page does not control. Kernels are chosen again (a lookup);
+//! the constants stay in their saved files (the `"disk"` tier) until the graph is made resident.
 
 use std::rc::Rc;
 
@@ -12,12 +12,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::cpu::context::CpuContext;
 use crate::backend::cpu::graph::CpuGraph;
+use crate::backend::cpu::loader::saved_constant;
 use crate::backend::saved::{self, Header};
 use crate::error::{Error, Result};
 use crate::graph::{ConstantValue, GraphDescription, OperandSource, Operator};
-use crate::memory::{HostBytes, SharedConstant};
+use crate::memory::SharedConstant;
 use crate::operand::OperandDescriptor;
 use crate::ops::{self, Op};
+use crate::weights::Source;
 
 #[derive(Serialize, Deserialize)]
 struct Record {
@@ -72,16 +74,22 @@ impl CpuGraph {
         Ok((saved::write(&record)?, constants))
     }
 
-    /// The bytes saved for `constant` (one of [`save`](Self::save)'s): its host copy.
-    pub fn saved_constant_bytes(&self, constant: &SharedConstant) -> Result<Vec<u8>> {
+    /// The bytes saved for `constant` (one of [`save`](Self::save)'s): its host copy, or for a
+    /// constant from a file, its bytes read again.
+    pub async fn saved_constant_bytes(&self, constant: &Rc<SharedConstant>) -> Result<Vec<u8>> {
         self.check_usable()?;
-        constant.host_copy().ok_or_else(|| Error::InvalidState("a constant of the graph has no host copy".into()))
+        if let Some(bytes) = constant.host_copy() {
+            return Ok(bytes);
+        }
+        let (buffer, _) = self.context().resident_constant(constant).await?;
+        Ok(buffer.bytes().to_vec())
     }
 
-    /// `loadGraph`: the graph of `record`, with the bytes of constant `i` in `constants[i]`.
-    /// `NotFoundError` for a record of another version or backend, `DataError` for a corrupt
-    /// one (an operator whose outputs are not what its inputs give included).
-    pub fn load(context: &CpuContext, record: &[u8], constants: Vec<HostBytes>) -> Result<CpuGraph> {
+    /// `loadGraph`: the graph of `record`, with the bytes of constant `i` in the source
+    /// `constants[i]`, named by its content hash (loaded graphs share the constants of one
+    /// name). `NotFoundError` for a record of another version or backend, `DataError` for a
+    /// corrupt one (an operator whose outputs are not what its inputs give included).
+    pub fn load<S: Source + 'static>(context: &CpuContext, record: &[u8], constants: Vec<(String, Rc<S>)>) -> Result<CpuGraph> {
         context.check_not_lost()?;
         let record: Record = saved::read(record, &header())?;
         let corrupt = |what: String| Error::Data(format!("the saved graph is corrupt: {what}"));
@@ -107,15 +115,16 @@ impl CpuGraph {
         for (name, operand) in &record.inputs {
             define(&mut sources, *operand, OperandSource::Input(name.clone()))?;
         }
-        for (&operand, bytes) in record.constants.iter().zip(constants) {
+        for (&operand, (key, source)) in record.constants.iter().zip(constants) {
             let expected = record.descriptors.get(operand).map(|d| d.byte_length());
-            if expected != Some(bytes.len()) {
+            if expected != Some(source.len()) {
                 return Err(Error::Data(format!(
-                    "the saved constant of operand {operand} holds {} bytes, the saved graph expects {expected:?}",
-                    bytes.len()
+                    "the saved constant {key} ({}) of operand {operand} holds {} bytes, the saved graph expects {expected:?}",
+                    source.name(),
+                    source.len()
                 )));
             }
-            let shared = Rc::new(SharedConstant::new(bytes.len().div_ceil(4) * 4, bytes));
+            let shared = saved_constant(context, &key, &source);
             define(&mut sources, operand, OperandSource::Constant(ConstantValue::Bytes(shared)))?;
         }
         let mut operators = Vec::with_capacity(record.operators.len());

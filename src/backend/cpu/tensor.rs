@@ -76,6 +76,9 @@ impl CpuTensor {
     pub fn destroy(&self) {
         self.inner.destroyed.set(true);
         self.inner.buffer.borrow_mut().take();
+        if let Some(constant) = &self.inner.constant {
+            self.inner.context.unload(constant);
+        }
     }
 }
 
@@ -127,13 +130,30 @@ impl CpuContext {
         Ok(self.new_tensor(descriptor, Some(constant), None))
     }
 
-    /// `writeTensor(tensor, inputData)`.
+    /// A constant tensor of a file (see [`loader`](crate::backend::cpu::loader)), whose bytes
+    /// [`preload`](CpuContext::preload) read.
+    pub(crate) fn create_file_constant_tensor(&self, operand: OperandDescriptor, constant: Rc<SharedConstant>) -> Result<CpuTensor> {
+        self.check_not_lost()?;
+        let descriptor = TensorDescriptor { operand, readable: false, writable: false };
+        Ok(self.new_tensor(descriptor, Some(constant), None))
+    }
+
+    /// `writeTensor(tensor, inputData)`: now, or after the deferred work issued before it.
     pub fn write_tensor(&self, tensor: &CpuTensor, bytes: &[u8]) -> Result<()> {
         self.check_tensor(tensor)?;
         if !tensor.writable() {
             return Err(Error::Type("the MLTensor was not created writable".into()));
         }
         check_byte_length(tensor.descriptor(), bytes.len())?;
+        if self.is_deferring() {
+            let (context, tensor, bytes) = (self.clone(), tensor.clone(), bytes.to_vec());
+            self.defer(Box::pin(async move { context.write_now(&tensor, &bytes) }));
+            return Ok(());
+        }
+        self.write_now(tensor, bytes)
+    }
+
+    fn write_now(&self, tensor: &CpuTensor, bytes: &[u8]) -> Result<()> {
         let mut slot = tensor.inner.buffer.borrow_mut();
         match slot.as_mut().map(Rc::get_mut) {
             Some(Some(buffer)) => buffer.bytes_mut().copy_from_slice(bytes),
@@ -156,10 +176,41 @@ impl CpuContext {
         Ok(())
     }
 
-    /// `readTensor(tensor)`: the bytes as the work issued before this call left them (the CPU
-    /// backend runs each call to completion, so they are read now).
-    pub fn read_tensor(&self, tensor: &CpuTensor) -> Result<Vec<u8>> {
-        self.check_read(tensor, None)?;
+    /// `readTensor(tensor)`: the bytes as the work issued before this call left them. The CPU
+    /// backend runs each call to completion, so they are read now, unless work waits behind a
+    /// read from a file: then after it. A failure of that work is reported here.
+    pub fn read_tensor(&self, tensor: &CpuTensor) -> impl std::future::Future<Output = Result<Vec<u8>>> + 'static {
+        let checked = self.check_read(tensor, None);
+        let waiting = match checked {
+            Ok(()) if self.is_deferring() => {
+                let (sender, receiver) = crate::backend::oneshot::channel();
+                let (context, tensor) = (self.clone(), tensor.clone());
+                self.defer(Box::pin(async move {
+                    sender.send(context.read_now(&tensor));
+                    Ok(())
+                }));
+                Some(receiver)
+            }
+            _ => None,
+        };
+        let now = match (&checked, &waiting) {
+            (Ok(()), None) => Some(self.read_now(tensor)),
+            _ => None,
+        };
+        async move {
+            checked?;
+            match (now, waiting) {
+                (Some(result), _) => result,
+                (None, Some(receiver)) => receiver.await,
+                (None, None) => Err(Error::InvalidState("the read was not issued".into())),
+            }
+        }
+    }
+
+    fn read_now(&self, tensor: &CpuTensor) -> Result<Vec<u8>> {
+        if let Some(error) = self.take_deferred_error() {
+            return Err(error);
+        }
         let buffer = tensor.buffer().ok_or_else(|| Error::InvalidState("the MLTensor is destroyed".into()))?;
         Ok(buffer.bytes().to_vec())
     }

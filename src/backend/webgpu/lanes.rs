@@ -105,7 +105,7 @@ impl Lanes {
         let asking = Asking { lanes: self.clone(), id, span };
         if !self.scheduled.replace(true) {
             let lanes = self.clone();
-            crate::backend::webgpu::queue::spawn(async move {
+            crate::backend::oneshot::spawn(async move {
                 lanes.scheduled.set(false);
                 lanes.grant();
             });

@@ -20,7 +20,7 @@ use wasm_bindgen::JsCast;
 use crate::error::{Error, Result};
 use crate::graph::{DataType, OperandDescriptor};
 use crate::memory::host::write_padded;
-use crate::memory::{Restream, SharedConstant};
+use crate::memory::{FileBacked, Restream, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::memory::host_cache::HostCopy;
 use crate::backend::webgpu::queue::{PendingCopy, PendingPass};
@@ -229,7 +229,9 @@ impl<S: Source + 'static> Restream for FileTensor<S> {
             Ok(self.stream_into(&context, buffer, progress, None).await?.bytes_read)
         })
     }
+}
 
+impl<S: Source + 'static> FileBacked for FileTensor<S> {
     fn host_copy_bytes(&self) -> Option<u64> {
         self.live_copy().map(|c| c.size)
     }

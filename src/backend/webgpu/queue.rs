@@ -124,7 +124,7 @@ impl Context {
         let deferred = &self.inner.deferred;
         deferred.ops.borrow_mut().push_back(op);
         if !deferred.busy.replace(true) {
-            spawn(drive(self.clone()));
+            oneshot::spawn(drive(self.clone()));
         }
     }
 
@@ -246,15 +246,4 @@ async fn join_all(futures: Vec<LocalFuture<'static, Result<()>>>) -> Vec<Error> 
     })
     .await;
     errors
-}
-
-/// Native sources complete at once, so deferred work runs to the end inside the call.
-#[cfg(not(target_arch = "wasm32"))]
-pub(crate) fn spawn(future: impl Future<Output = ()> + 'static) {
-    pollster::block_on(future);
-}
-
-#[cfg(target_arch = "wasm32")]
-pub(crate) fn spawn(future: impl Future<Output = ()> + 'static) {
-    wasm_bindgen_futures::spawn_local(future);
 }
