@@ -196,7 +196,7 @@ impl CpuContext {
         let taken = {
             let mut loaded = self.inner.loaded.borrow_mut();
             let found = loaded.iter().position(|(c, _)| c.as_ptr() == Rc::as_ptr(constant));
-            found.map(|i| loaded.swap_remove(i).1)
+            found.map(|i| loaded.remove(i).1)
         };
         if let Some(buffer) = taken.or_else(|| self.held(constant)) {
             return Ok((buffer, 0));
