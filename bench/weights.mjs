@@ -27,6 +27,8 @@
 //   net       plain JS: fetch() and read the whole body, nothing else
 //   writes    plain JS: the file's tensor bytes written with writeBuffer from one reused 8 MiB
 //             buffer already in memory (the upload alone), each buffer created at its first write
+//   net-opfs  plain JS: fetch() piped into an OPFS file (createWritable, closed): the download
+//             into OPFS alone, which the one-pass path must also do
 //   ours-fetch  openWeights(await fetch(url)) + constantTensor() per tensor, each awaited, and a
 //             GPU round trip: the download read once, into the GPU and (on its way) into OPFS
 //   ours-cached  `ours-fetch` with the clock stopped at `cached` instead: the OPFS file committed,
@@ -55,7 +57,7 @@ const sizes = (process.env.SIZES_MIB || '256 1024').split(/\s+/).filter(Boolean)
 const REPEATS = Number(process.env.REPEATS || 5);
 const TENSOR_MIB = 64;
 const WARM_GIB = Number(process.env.WARM_GIB ?? 2);
-const PATHS = (process.env.PATHS || 'slices stream byob byob2 bounded ours ours-all sync-worker ours-worker standard net writes ours-fetch ours-cached').split(' ');
+const PATHS = (process.env.PATHS || 'slices stream byob byob2 bounded ours ours-all sync-worker ours-worker standard net writes net-opfs ours-fetch ours-cached').split(' ');
 const { browser, url, close } = await start(undefined, ['--enable-precise-memory-info', '--js-flags=--expose-gc']);
 const results = [];
 const ratios = {};
@@ -319,6 +321,27 @@ const openBench = async () => {
         if (received !== file.prefixBytes + file.count * file.tensorBytes) throw new Error(`received ${received} bytes`);
         return { ms, ...m.done() };
       },
+      async 'net-opfs'(file) {
+        const root = await navigator.storage.getDirectory();
+        const m = meter();
+        const t0 = performance.now();
+        const writable = await (await root.getFileHandle('bench-net-opfs.bin', { create: true })).createWritable();
+        const reader = (await fetch(file.url, { cache: 'no-store' })).body.getReader();
+        let received = 0;
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          await writable.write(value);
+          received += value.byteLength;
+          m.sample();
+        }
+        await writable.close();
+        const ms = performance.now() - t0;
+        const written = (await (await root.getFileHandle('bench-net-opfs.bin')).getFile()).size;
+        await root.removeEntry('bench-net-opfs.bin');
+        if (received !== file.prefixBytes + file.count * file.tensorBytes || written !== received) throw new Error(`received ${received}, wrote ${written} bytes`);
+        return { ms, ...m.done() };
+      },
       async writes(file) {
         const d = await gpu();
         const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
@@ -535,6 +558,9 @@ for (const mib of sizes) {
     const slower = of('net').ms > of('writes').ms ? of('net') : of('writes');
     console.log(`${mib} MiB: ours-fetch at ${(slower.ms / of('ours-fetch').ms).toFixed(2)}× the slower of net and writes (${slower.path}), `
       + `medians; median of per-repetition ratios ${medianOf(ratios[mib].download).toFixed(2)} (${pair('download')}).`);
+    if (of('net-opfs')) {
+      console.log(`${mib} MiB: ours-fetch at ${(of('net-opfs').ms / of('ours-fetch').ms).toFixed(2)}× net-opfs (the download into OPFS alone), medians.`);
+    }
   }
   if (of('ours-worker') && of('sync-worker')) {
     console.log(`${mib} MiB: ours-worker at ${(of('sync-worker').ms / of('ours-worker').ms).toFixed(2)}× sync-worker, `
