@@ -304,6 +304,24 @@ impl std::fmt::Display for OperandDescriptor {
     }
 }
 
+/// float16 values (their bits) widened to float32, exactly as IEEE 754 and the `half` crate
+/// convert them (NaNs quieted), in a form LLVM vectorizes: wasm has no F16C, and `half`'s
+/// element-by-element fallback cost a streamed float16 model most of its load time there. The
+/// exponent and mantissa move to float32's place and are scaled by 2^112, which is exact for
+/// normal and subnormal halves; infinities and NaNs get float32's all-ones exponent instead.
+pub fn widen_f16(bits: &[u16], out: &mut [f32]) {
+    const SCALE: f32 = f32::from_bits(0x7780_0000); // 2^112
+    for (o, &h) in out.iter_mut().zip(bits) {
+        let h = h as u32;
+        let magnitude = (h & 0x7fff) << 13;
+        let finite = (f32::from_bits(magnitude) * SCALE).to_bits();
+        let quiet = if h & 0x03ff != 0 { 0x0040_0000 } else { 0 };
+        let special = magnitude | 0x7f80_0000 | quiet;
+        let bits = if h & 0x7c00 == 0x7c00 { special } else { finite };
+        *o = f32::from_bits(bits | (h & 0x8000) << 16);
+    }
+}
+
 /// Row-major strides of a shape, in elements; saturated at `u64::MAX` for shapes whose element
 /// count overflows (which validation rejects).
 pub fn strides(shape: &[u32]) -> Vec<u64> {

@@ -75,3 +75,15 @@ async fn install_defines_the_interfaces() {
 async fn log_tan_and_exp_keep_ieee_special_values_and_accuracy() {
     run(special_values).await;
 }
+
+/// float16 widening (vectorized, used by the weight loader and the CPU backend) against the
+/// `half` crate's software conversion, bit for bit, for every one of the 65,536 halves.
+#[wasm_bindgen_test]
+fn float16_widening_matches_half_for_every_value() {
+    let bits: Vec<u16> = (0..=u16::MAX).collect();
+    let mut out = vec![0.0f32; bits.len()];
+    webnn_wgpu::operand::widen_f16(&bits, &mut out);
+    for (&h, &w) in bits.iter().zip(&out) {
+        assert_eq!(w.to_bits(), half::f16::from_bits(h).to_f32().to_bits(), "half {h:#06x}");
+    }
+}

@@ -836,3 +836,16 @@ fn a_graph_builds_before_its_constants_are_streamed_and_its_dispatch_waits_for_t
     assert_eq!(build_and_run(&weights), le(&want, f32::to_le_bytes));
     assert_eq!(ctx.memory_info().bytes_streamed_from_disk, streamed + 8000);
 }
+
+/// float16 widening (vectorized, used by the loader and the CPU backend) against the `half`
+/// crate, bit for bit, for every one of the 65,536 halves: normals, subnormals, zeros, infinities
+/// and NaNs (quieted, payload kept).
+#[test]
+fn float16_widening_matches_half_for_every_value() {
+    let bits: Vec<u16> = (0..=u16::MAX).collect();
+    let mut out = vec![0.0f32; bits.len()];
+    webnn_wgpu::operand::widen_f16(&bits, &mut out);
+    for (&h, &w) in bits.iter().zip(&out) {
+        assert_eq!(w.to_bits(), f16::from_bits(h).to_f32().to_bits(), "half {h:#06x}");
+    }
+}

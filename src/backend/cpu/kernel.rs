@@ -220,7 +220,7 @@ impl Kernel {
 fn float16_to_float32(bytes: &Buffer, counter: &Rc<Cell<u64>>) -> Result<Buffer> {
     let mut wide = Buffer::zeroed(bytes.len() * 2, counter)?;
     let halves: &[u16] = bytemuck::try_cast_slice(&bytes.bytes()[..bytes.len() / 2 * 2]).map_err(|_| Error::Operation("float16 bytes are not aligned".into()))?;
-    wide.f32_mut().iter_mut().zip(halves).for_each(|(w, &h)| *w = half::f16::from_bits(h).to_f32());
+    crate::operand::widen_f16(halves, wide.f32_mut());
     Ok(wide)
 }
 

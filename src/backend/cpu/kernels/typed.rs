@@ -331,7 +331,7 @@ fn read_floats(t: DataType, bytes: &[u8], start: usize, values: &mut [f32]) -> R
         DataType::Float32 => values.copy_from_slice(view::<f32>(bytes)?.get(start..end).ok_or_else(short)?),
         _ => {
             let source = view::<u16>(bytes)?.get(start..end).ok_or_else(short)?;
-            values.iter_mut().zip(source).for_each(|(v, &h)| *v = half::f16::from_bits(h).to_f32());
+            crate::operand::widen_f16(source, values);
         }
     }
     Ok(())
