@@ -4,7 +4,8 @@
 //! the end) against a float64 reference of dequantize-then-multiply written from the spec's
 //! formulas: int8 and uint8, a scale per tensor and per column, zero points whose differences fit
 //! int8 and ones that do not, odd depths and widths, one row (GEMV), batches of A, gemm with
-//! aTranspose, bTranspose and C, products large enough to split between the threads. Every graph
+//! aTranspose, bTranspose and C, scales reshaped from one dimension (as ORT's WebNN EP builds
+//! them), products large enough to split between the threads. Every graph
 //! also runs one operator at a time (`WEBNN_WGPU_FUSION=0`, the float32 dequantizeLinear then
 //! the float32 product) within the same bound; scales that are not per column, and a B read
 //! twice, keep the operators apart. One test: the variable is process-wide.
@@ -32,6 +33,9 @@ struct Case {
     q_range: (i32, i32),
     zero_point_range: (i32, i32),
     gemm: Option<(GemmOptions, Vec<u32>)>,
+    /// Scale and zero point as constants of one dimension reshaped to `param_shape`, as ORT's
+    /// WebNN EP gives them.
+    reshaped: bool,
 }
 
 struct Data {
@@ -70,8 +74,14 @@ fn build(ctx: &CpuContext, case: &Case, data: &Data, twice: bool) -> CpuGraph {
     let mut g = GraphBuilder::new(ctx).unwrap();
     let a = g.input("a", f32s(&case.a_shape)).unwrap();
     let q = g.constant(ints(&case.q_shape), &bytes_of(case.q_type, &data.q)).unwrap();
-    let scale = g.constant(f32s(&case.param_shape), bytemuck::cast_slice(&data.scale)).unwrap();
-    let zero_point = g.constant(ints(&case.param_shape), &bytes_of(case.q_type, &data.zero_point)).unwrap();
+    let stored = if case.reshaped { vec![case.param_shape.iter().product()] } else { case.param_shape.to_vec() };
+    let mut scale = g.constant(f32s(&stored), bytemuck::cast_slice(&data.scale)).unwrap();
+    let mut zero_point = g.constant(ints(&stored), &bytes_of(case.q_type, &data.zero_point)).unwrap();
+    if case.reshaped {
+        let reshape = Op::Reshape { new_shape: case.param_shape.to_vec() };
+        scale = g.operator1(reshape.clone(), &[scale], "").unwrap();
+        zero_point = g.operator1(reshape, &[zero_point], "").unwrap();
+    }
     let b = g.operator1(Op::DequantizeLinear, &[q, scale, zero_point], "").unwrap();
     let product = |g: &mut GraphBuilder| match &case.gemm {
         Some((options, c_shape)) => {
@@ -166,7 +176,7 @@ fn check(what: &str, got: &[f32], expected: &[f64], magnitudes: &[f64], k: usize
 
 fn matmul(a_shape: &[u32], q_type: DataType, q_shape: [u32; 2], per_column: bool, q_range: (i32, i32), zero_point_range: (i32, i32)) -> Case {
     let param_shape = if per_column { [1, q_shape[1]] } else { [1, 1] };
-    Case { a_shape: a_shape.to_vec(), q_type, q_shape, param_shape, q_range, zero_point_range, gemm: None }
+    Case { a_shape: a_shape.to_vec(), q_type, q_shape, param_shape, q_range, zero_point_range, gemm: None, reshaped: false }
 }
 
 #[test]
@@ -180,13 +190,13 @@ fn dequantized_products_match_the_float64_reference() {
     let fused = [
         matmul(&[1, 37], Int8, [37, 20], true, int8_fits.0, int8_fits.1),
         matmul(&[9, 37], Int8, [37, 20], false, int8_wide.0, int8_wide.1),
-        matmul(&[2, 3, 300], Uint8, [300, 8], true, uint8_fits.0, uint8_fits.1),
+        Case { reshaped: true, ..matmul(&[2, 3, 300], Uint8, [300, 8], true, uint8_fits.0, uint8_fits.1) },
         matmul(&[40, 300], Uint8, [300, 21], true, uint8_wide.0, uint8_wide.1),
         matmul(&[1, 1, 5], Uint8, [5, 3], false, uint8_wide.0, uint8_wide.1),
         // Large enough to split between the threads: the GEMV and the tiles.
         matmul(&[1, 512], Int8, [512, 600], true, int8_fits.0, int8_fits.1),
         matmul(&[64, 512], Uint8, [512, 600], true, uint8_wide.0, uint8_wide.1),
-        Case { q_shape: [24, 37], param_shape: [24, 1], gemm: Some((gemm(false, true, 0.5, 2.0), vec![24])), ..matmul(&[1, 37], Int8, [37, 24], false, int8_wide.0, int8_wide.1) },
+        Case { q_shape: [24, 37], param_shape: [24, 1], gemm: Some((gemm(false, true, 0.5, 2.0), vec![24])), reshaped: true, ..matmul(&[1, 37], Int8, [37, 24], false, int8_wide.0, int8_wide.1) },
         Case { q_shape: [24, 37], param_shape: [24, 1], gemm: Some((gemm(true, true, 1.5, -1.0), vec![13, 1])), ..matmul(&[37, 13], Uint8, [37, 24], false, uint8_fits.0, uint8_fits.1) },
         Case { gemm: Some((gemm(false, false, 1.0, 1.0), vec![1, 24])), ..matmul(&[13, 37], Int8, [37, 24], true, int8_fits.0, int8_fits.1) },
         Case { q_shape: [24, 37], param_shape: [1, 1], gemm: Some((gemm(false, true, 1.0, 0.5), vec![])), ..matmul(&[13, 37], Uint8, [37, 24], false, uint8_wide.0, uint8_wide.1) },

@@ -495,12 +495,14 @@ fn dequantized_b(
     let dequantize = &operators[j];
     let &[q, scale, zero_point] = dequantize.inputs.as_slice() else { return None };
     let (q_shape, scale_shape) = (&descriptors[q].shape, &descriptors[scale].shape);
-    let per_column = scale_shape.len() == 2 && scale_shape[1 - column_axis] == 1 && (scale_shape[column_axis] == 1 || scale_shape[column_axis] == q_shape[column_axis]);
+    let per_column = q_shape.len() == 2
+        && scale_shape.len() == 2
+        && scale_shape[1 - column_axis] == 1
+        && (scale_shape[column_axis] == 1 || scale_shape[column_axis] == q_shape[column_axis]);
     let fits = dequantize.op == Op::DequantizeLinear
         && matches!(descriptors[q].data_type, DataType::Int8 | DataType::Uint8)
         && float32(&scale)
         && [q, scale, zero_point].iter().all(|&k| constant[k])
-        && q_shape.len() == 2
         && per_column
         && links.readers[b] == 1
         && !graph_outputs.contains(&b);
