@@ -22,6 +22,10 @@ export const SHAPES = {
   gemv: { kind: 'matmul', M: 1, K: 4096, N: 4096 },
   gemv8192: { kind: 'matmul', M: 1, K: 8192, N: 8192 },
   mlp: { kind: 'mlp', D: 512, H: 2048 },
+  // A transformer's feed-forward product with int8 weights, a scale per column:
+  // x W with W = dequantizeLinear(q, scale, 0), one token and sixteen (all-MiniLM-L6's sizes).
+  qgemv: { kind: 'matmul', quantized: true, M: 1, K: 384, N: 1536 },
+  qmm16: { kind: 'matmul', quantized: true, M: 16, K: 384, N: 1536 },
   // Convolutions (nchw, oihw filters, bias): a mobile net's depthwise 3x3 and pointwise 1x1
   // (MobileNetV2 at 56x56), and a detector's 3x3 (YOLOv8n's 64 channels at 80x80).
   convdw: { kind: 'conv', N: 1, C: 96, H: 56, W: 56, O: 96, k: 3, groups: 96, pad: 1 },
@@ -60,7 +64,12 @@ function data(name) {
   const s = SHAPES[name];
   const rnd = random(name.length * 7919 + (s.N ?? s.H));
   let d;
-  if (s.kind === 'matmul') {
+  if (s.kind === 'matmul' && s.quantized) {
+    // B holds the dequantized values, which the float64 check reads.
+    const Q = Int8Array.from({ length: s.K * s.N }, () => Math.round(254 * rnd() - 127));
+    const S = Float32Array.from({ length: s.N }, () => (0.5 + rnd()) / 127 / Math.sqrt(s.K));
+    d = { A: fill(s.M * s.K, rnd), Q, S, B: Float32Array.from(Q, (q, i) => q * S[i % s.N]) };
+  } else if (s.kind === 'matmul') {
     d = { A: fill(s.M * s.K, rnd), B: fill(s.K * s.N, rnd) };
   } else if (s.kind === 'conv') {
     const fanIn = (s.C / s.groups) * s.k * s.k;
@@ -193,7 +202,11 @@ async function ours(name, opts, contextOptions = {}) {
   let input;
   if (s.kind === 'matmul') {
     [inShape, outShape, input] = [[s.M, s.K], [s.M, s.N], d.A];
-    outputs = { y: b.matmul(b.input('x', { dataType: F32, shape: inShape }), c([s.K, s.N], d.B)) };
+    const w = s.quantized
+      ? b.dequantizeLinear(b.constant({ dataType: 'int8', shape: [s.K, s.N] }, d.Q), c([1, s.N], d.S),
+        b.constant({ dataType: 'int8', shape: [1, s.N] }, new Int8Array(s.N)))
+      : c([s.K, s.N], d.B);
+    outputs = { y: b.matmul(b.input('x', { dataType: F32, shape: inShape }), w) };
   } else if (s.kind === 'conv') {
     [inShape, outShape, input] = [[s.N, s.C, s.H, s.W], [s.N, s.O, s.H, s.W], d.x];
     const filter = c([s.O, s.C / s.groups, s.k, s.k], d.F);
@@ -226,6 +239,13 @@ async function ours(name, opts, contextOptions = {}) {
 async function ortModel(name) {
   const s = SHAPES[name];
   const d = data(name);
+  if (s.kind === 'matmul' && s.quantized) {
+    return onnxModel({
+      inputs: [['x', [s.M, s.K]]], outputs: [['y', [s.M, s.N]]],
+      initializers: [['Q', [s.K, s.N], d.Q], ['S', [s.N], d.S], ['Z', [s.N], new Int8Array(s.N)]],
+      nodes: [['DequantizeLinear', ['Q', 'S', 'Z'], ['W'], { axis: 1 }], ['MatMul', ['x', 'W'], ['y']]],
+    });
+  }
   if (s.kind === 'matmul') {
     return onnxModel({
       inputs: [['x', [s.M, s.K]]], outputs: [['y', [s.M, s.N]]],

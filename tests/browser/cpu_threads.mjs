@@ -2,7 +2,7 @@
 // asks for 3 threads gets the atomics build with two Web Workers (cpuThreads() is 3), and a page
 // without isolation runs the plain build on one thread. Products large enough to be split between
 // the threads (matmul with a constant or a computed B, a batched matmul, both GEMV paths, gemm
-// with C, conv2d in both layouts) are checked against float64 references computed here, and the
+// with C, products whose B is dequantizeLinear of 8-bit constants, conv2d in both layouts) are checked against float64 references computed here, and the
 // threaded results must equal the single-thread page's bit for bit: the threads split the output,
 // never a sum, so the order of every addition is the same. Exits non-zero on any failure.
 import { chromium } from 'playwright-core';
@@ -49,8 +49,8 @@ async function runCases(page) {
       const b = new MLGraphBuilder(context);
       const operands = {};
       const feeds = {};
-      for (const [key, [shape, data, constant]] of Object.entries(inputs)) {
-        const desc = { dataType: 'float32', shape };
+      for (const [key, [shape, data, constant, dataType = 'float32']] of Object.entries(inputs)) {
+        const desc = { dataType, shape };
         if (constant) {
           operands[key] = b.constant(desc, data);
         } else {
@@ -115,6 +115,45 @@ async function runCases(page) {
         (b, o) => b.gemm(o.x, o.w, { bTranspose: true, c: o.c }), () => {
           const r = product(1, k, n, x, [k, 1], Wt, [1, k]);
           r.value.forEach((v, j) => { r.value[j] = v + C[j]; r.scale[j] += Math.abs(C[j]); });
+          return r;
+        }, k + 1);
+    }
+    // Products whose B is dequantizeLinear(q, scale, zeroPoint) of 8-bit constants, a scale per
+    // column or per tensor: B = (q - zeroPoint) * scale, the differences kept as int8 where they
+    // fit (int8 with zero points 0, uint8 around 128) and as int16 where they do not (uint8 with
+    // any zero points); one row (GEMV) and many, gemm with bTranspose and C.
+    const integers = (n, lo, hi) => Int32Array.from(random(n), (v) => lo + Math.min(hi - lo, Math.floor(((v + 1) / 2) * (hi - lo + 1))));
+    const quantized = [
+      { name: 'matmul 70x333 by dequantizeLinear(int8 333x517, scale per column)', m: 70, k: 333, n: 517, type: 'int8', q: [-127, 127], zp: [0, 0], perColumn: true },
+      { name: 'GEMV 1x1000 by dequantizeLinear(uint8 1000x1500, zero points per column)', m: 1, k: 1000, n: 1500, type: 'uint8', q: [0, 255], zp: [0, 255], perColumn: true },
+      { name: 'gemm 1x1000 by dequantizeLinear(int8 1500x1000)^T + C', m: 1, k: 1000, n: 1500, type: 'int8', q: [-127, 127], zp: [0, 0], perColumn: true, transposed: true },
+      { name: 'gemm 40x300 by dequantizeLinear(uint8 300x200, one scale)^T + C', m: 40, k: 300, n: 200, type: 'uint8', q: [0, 255], zp: [128, 128], perColumn: false, transposed: true },
+    ];
+    for (const { name, m, k, n, type, q, zp, perColumn, transposed } of quantized) {
+      const A = random(m * k);
+      const Q = integers(k * n, ...q);
+      const params = perColumn ? n : 1;
+      const S = Float32Array.from(random(params), (v) => 0.002 + 0.01 * Math.abs(v));
+      const Z = integers(params, ...zp);
+      const C = random(n);
+      const typed = (values) => (type === 'int8' ? Int8Array.from(values) : Uint8Array.from(values));
+      // q is [k, n], or [n, k] for gemm's bTranspose; the parameters lie along n.
+      const qShape = transposed ? [n, k] : [k, n];
+      const pShape = !perColumn ? [1, 1] : transposed ? [n, 1] : [1, n];
+      const B = new Float64Array(k * n);
+      for (let p = 0; p < k; p++) {
+        for (let j = 0; j < n; j++) {
+          const t = perColumn ? j : 0;
+          B[p * n + j] = (Q[transposed ? j * k + p : p * n + j] - Z[t]) * S[t];
+        }
+      }
+      await run(name, { a: [[m, k], A], q: [qShape, typed(Q), true, type], s: [pShape, S, true], z: [pShape, typed(Z), true, type], c: [[n], C, true] },
+        (b, o) => {
+          const w = b.dequantizeLinear(o.q, o.s, o.z);
+          return transposed ? b.gemm(o.a, w, { bTranspose: true, c: o.c }) : b.matmul(o.a, w);
+        }, () => {
+          const r = product(m, k, n, A, [k, 1], B, [n, 1]);
+          if (transposed) r.value.forEach((v, i) => { r.value[i] = v + C[i % n]; r.scale[i] += Math.abs(C[i % n]); });
           return r;
         }, k + 1);
     }

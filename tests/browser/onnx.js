@@ -1,8 +1,10 @@
 // A minimal ONNX writer for the kernel benchmark (bench/kernels.mjs): the few
-// protobuf messages of onnx.proto a float32 graph of standard ops needs, so the benchmark builds
+// protobuf messages of onnx.proto a float32 graph of standard ops (with 8-bit constants) needs, so the benchmark builds
 // its models in the page rather than downloading or committing any.
 
-const FLOAT = 1; // TensorProto.DataType.FLOAT
+// TensorProto.DataType of each typed array.
+const FLOAT = 1;
+const TYPES = { Float32Array: FLOAT, Uint8Array: 2, Int8Array: 3 };
 const ATTR_FLOAT = 1; // AttributeProto.AttributeType.FLOAT
 const ATTR_INT = 2; // AttributeProto.AttributeType.INT
 const ATTR_INTS = 7; // AttributeProto.AttributeType.INTS
@@ -43,11 +45,11 @@ class Writer {
   }
 }
 
-// TensorProto: dims = 1, data_type = 2, name = 8, raw_data = 9 (little-endian float32).
+// TensorProto: dims = 1, data_type = 2, name = 8, raw_data = 9 (little-endian values).
 function tensor(name, dims, data) {
   const w = new Writer();
   for (const d of dims) w.int(1, d);
-  w.int(2, FLOAT).string(8, name);
+  w.int(2, TYPES[data.constructor.name]).string(8, name);
   return w.bytes(9, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
 }
 
@@ -80,7 +82,8 @@ function node(op, inputs, outputs, attributes = {}) {
 
 /**
  * Serializes a model. `graph` = { inputs: [[name, dims]], outputs: [[name, dims]],
- * initializers: [[name, dims, Float32Array]], nodes: [[op, inputs, outputs, attributes?]] }.
+ * initializers: [[name, dims, Float32Array, Int8Array or Uint8Array]], nodes: [[op, inputs, outputs,
+ * attributes?]] }.
  * ModelProto: ir_version = 1, producer_name = 2, graph = 7, opset_import = 8 { version = 2 };
  * GraphProto: node = 1, name = 2, initializer = 5, input = 11, output = 12.
  */

@@ -98,6 +98,15 @@ impl CpuGraph {
                 members.iter().for_each(|&m| reader[m] = i);
             }
         }
+        // Products reading a B dequantized from an 8-bit constant: the dequantizeLinear is read
+        // by them.
+        let dequantized: Vec<Option<(usize, Vec<usize>)>> =
+            (0..operators.len()).map(|i| dequantized_b(&descriptors, &operators, &graph_outputs, &links, &constant, i)).collect();
+        for (i, found) in dequantized.iter().enumerate() {
+            if let Some((member, _)) = found {
+                reader[*member] = i;
+            }
+        }
         let mut last_use = vec![0usize; descriptors.len()];
         for (i, operator) in operators.iter().enumerate() {
             for &input in &operator.inputs {
@@ -128,6 +137,9 @@ impl CpuGraph {
                 if let Some((_, reads)) = &gathered[i] {
                     let b_shape = descriptors[operator.inputs[1]].shape.clone();
                     return Ok(Kernel::Gathered { product: operator.op.clone(), reads: reads.clone(), b_shape });
+                }
+                if let Some((_, reads)) = &dequantized[i] {
+                    return Ok(Kernel::Dequantized { product: operator.op.clone(), reads: reads.clone(), packed: Default::default() });
                 }
                 let input_descriptors: Vec<&OperandDescriptor> = operator.inputs.iter().map(|&i| &descriptors[i]).collect();
                 let output_descriptors: Vec<&OperandDescriptor> = operator.outputs.iter().map(|&o| &descriptors[o]).collect();
@@ -416,7 +428,7 @@ impl CpuContext {
             let reads = match &step.kernel {
                 Kernel::Absorbed => continue,
                 Kernel::Chain(_, inputs) => inputs,
-                Kernel::Gathered { reads, .. } => reads,
+                Kernel::Gathered { reads, .. } | Kernel::Dequantized { reads, .. } => reads,
                 _ => &operator.inputs,
             };
             let operands = reads
@@ -532,6 +544,52 @@ fn gathered_b(descriptors: &[OperandDescriptor], operators: &[Operator], graph_o
     let mut reads = vec![product.inputs[0], stack, index];
     reads.extend(product.inputs.get(2));
     Some((members, reads))
+}
+
+/// For a float32 matmul (B of rank 2) or gemm `i` whose B is `dequantizeLinear(q, scale,
+/// zeroPoint)` of 8-bit constants with one scale per tensor or per column of `op(B)`, read by
+/// nothing else: the dequantizeLinear, and the operands the product reads instead of its own (A,
+/// q, scale, zeroPoint, then C). `WEBNN_WGPU_FUSION=0` (native) turns this off with the chains.
+fn dequantized_b(
+    descriptors: &[OperandDescriptor],
+    operators: &[Operator],
+    graph_outputs: &[usize],
+    links: &Links,
+    constant: &[bool],
+    i: usize,
+) -> Option<(usize, Vec<usize>)> {
+    let product = &operators[i];
+    let float32 = |k: &usize| descriptors[*k].data_type == DataType::Float32;
+    let column_axis = match &product.op {
+        Op::Matmul => 1,
+        Op::Gemm(o) => usize::from(!o.b_transpose),
+        _ => return None,
+    };
+    if !crate::plan::fusion::enabled() || !product.inputs.iter().chain(&product.outputs).all(float32) {
+        return None;
+    }
+    let b = *product.inputs.get(1)?;
+    let j = links.producer[b]?;
+    let dequantize = &operators[j];
+    let &[q, scale, zero_point] = dequantize.inputs.as_slice() else { return None };
+    let (q_shape, scale_shape) = (&descriptors[q].shape, &descriptors[scale].shape);
+    let per_column = q_shape.len() == 2
+        && scale_shape.len() == 2
+        && scale_shape[1 - column_axis] == 1
+        && (scale_shape[column_axis] == 1 || scale_shape[column_axis] == q_shape[column_axis]);
+    let fits = dequantize.op == Op::DequantizeLinear
+        && matches!(descriptors[q].data_type, DataType::Int8 | DataType::Uint8)
+        && float32(&scale)
+        && [q, scale, zero_point].iter().all(|&k| constant[k])
+        && per_column
+        && links.readers[b] == 1
+        && !graph_outputs.contains(&b);
+    if !fits {
+        return None;
+    }
+    let mut reads = vec![product.inputs[0], q, scale, zero_point];
+    reads.extend(product.inputs.get(2));
+    Some((j, reads))
 }
 
 /// The kernel of a chain's last operator: the chain's inputs are the operands its members read

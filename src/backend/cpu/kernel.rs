@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use crate::backend::cpu::buffer::Buffer;
 use crate::backend::cpu::kernels::chain::Chain;
-use crate::backend::cpu::kernels::{conv2d, float32, gather, gemm, typed};
+use crate::backend::cpu::kernels::{conv2d, float32, gather, gemm, quantized, typed};
 use crate::error::{Error, Result};
 use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::conv2d::{conv2d_geometry, conv_transpose2d_geometry, ConvGeometry};
@@ -45,6 +45,11 @@ pub enum Kernel {
     /// instead of copied. Runs on the operands listed (A, the stack, the index, then C) with B of
     /// shape `b_shape`.
     Gathered { product: Op, reads: Vec<usize>, b_shape: Vec<u32> },
+    /// A float32 matmul or gemm whose B is `dequantizeLinear` of an 8-bit constant with a scale
+    /// per tensor or per output column (the dequantizeLinear is `Absorbed`): B's integers are
+    /// packed once ([`quantized::QuantizedB`]) and the product runs on the operands listed (A,
+    /// the quantized constant, its scale and zero point, then C).
+    Dequantized { product: Op, reads: Vec<usize>, packed: Prepacked<quantized::QuantizedB> },
 }
 
 impl Kernel {
@@ -116,12 +121,32 @@ impl Kernel {
                     _ => Err(Error::Operation(format!("{} does not read a gathered B", product.name()))),
                 }
             }),
+            Kernel::Dequantized { product, packed, .. } => float32_output(&mut |out| {
+                let operand = |k: usize| inputs.get(k).ok_or_else(|| Error::Operation(format!("dequantized B: input {k} is missing")));
+                let ((q_descriptor, q), (scale_descriptor, scale), (_, zero_point)) = (operand(1)?, operand(2)?, operand(3)?);
+                let transposed = matches!(product, Op::Gemm(o) if o.b_transpose);
+                let build = |q: &Buffer| quantized::QuantizedB::new((q_descriptor, q.bytes()), (scale_descriptor, scale.f32()), zero_point.bytes(), transposed);
+                let bound = quantized::QuantizedB::bound(q_descriptor, transposed);
+                // Packed once where it fits the budget, else for this call only.
+                let b = match packed.get(q, memory, bound, build, quantized::QuantizedB::bytes)? {
+                    Some(b) => b,
+                    None => Rc::new(build(q)?),
+                };
+                match product {
+                    Op::Matmul => quantized::matmul(input(0)?, shape(0), &b, out),
+                    Op::Gemm(o) => {
+                        let c = if o.has_c { Some((input(4)?, shape(4))) } else { None };
+                        quantized::gemm_op(input(0)?, shape(0), &b, c, o.alpha as f32, o.beta as f32, o.a_transpose, out)
+                    }
+                    _ => Err(Error::Operation(format!("{} does not read a dequantized B", product.name()))),
+                }
+            }),
             Kernel::Alias => inputs.first().map(|(_, b)| vec![b.clone()]).ok_or_else(|| Error::Operation("reshape has no input".into())),
             Kernel::Matmul(prepacked) => float32_output(&mut |out| {
                 let (k, n) = (shape(1)[0] as usize, shape(1)[1] as usize);
                 let pack = |b: &[f32]| gemm::Packed::right(gemm::Matrix::row_major(b, k, n));
                 let b = match prepacked {
-                    Some(p) => p.get(&inputs[1].1, memory, gemm::Packed::right_bytes(k, n), pack, gemm::Packed::bytes)?,
+                    Some(p) => p.get(&inputs[1].1, memory, gemm::Packed::right_bytes(k, n), |b| pack(b.f32()), gemm::Packed::bytes)?,
                     None => None,
                 };
                 gemm::matmul_prepacked(input(0)?, shape(0), input(1)?, shape(1), b.as_deref(), out)
@@ -131,7 +156,7 @@ impl Kernel {
                 let pack = |b: &[f32]| gemm::Packed::right(gemm::gemm_b(b, shape(1), o.b_transpose)?);
                 let (k, n) = if o.b_transpose { (shape(1)[1], shape(1)[0]) } else { (shape(1)[0], shape(1)[1]) };
                 let b = match prepacked {
-                    Some(p) => p.get(&inputs[1].1, memory, gemm::Packed::right_bytes(k as usize, n as usize), pack, gemm::Packed::bytes)?,
+                    Some(p) => p.get(&inputs[1].1, memory, gemm::Packed::right_bytes(k as usize, n as usize), |b| pack(b.f32()), gemm::Packed::bytes)?,
                     None => None,
                 };
                 let (alpha, beta) = (o.alpha as f32, o.beta as f32);
@@ -143,7 +168,7 @@ impl Kernel {
                 let depth = input(1)?.len() / (g.output_channels as usize).max(1);
                 let bound = ((2 * g.output_channels as usize + 7) * depth * 4) as u64;
                 let packed = match prepacked {
-                    Some(p) => p.get(&inputs[1].1, memory, bound, |f| conv2d::PackedFilter::new(g, f), conv2d::PackedFilter::bytes)?,
+                    Some(p) => p.get(&inputs[1].1, memory, bound, |f| conv2d::PackedFilter::new(g, f.f32()), conv2d::PackedFilter::bytes)?,
                     None => None,
                 };
                 match packed {
@@ -254,9 +279,9 @@ impl<T> Default for Prepacked<T> {
 }
 
 impl<T> Prepacked<T> {
-    /// The rearrangement of `buffer`, built by `build` from its floats unless already there, or
-    /// `None` when `bound` (at least its bytes) does not fit the budget.
-    fn get(&self, buffer: &Rc<Buffer>, memory: &Memory, bound: u64, build: impl FnOnce(&[f32]) -> Result<T>, bytes: fn(&T) -> u64) -> Result<Option<Rc<T>>> {
+    /// The rearrangement of `buffer`, built by `build` from it unless already there, or `None`
+    /// when `bound` (at least its bytes) does not fit the budget.
+    fn get(&self, buffer: &Rc<Buffer>, memory: &Memory, bound: u64, build: impl FnOnce(&Buffer) -> Result<T>, bytes: fn(&T) -> u64) -> Result<Option<Rc<T>>> {
         let key = Rc::as_ptr(buffer);
         if let Some((k, value)) = &*self.slot.borrow() {
             if *k == key {
@@ -265,7 +290,7 @@ impl<T> Prepacked<T> {
         }
         self.slot.borrow_mut().take();
         let fits = memory.budget.is_none_or(|budget| memory.counter.get().saturating_add(bound) <= budget);
-        let value = if fits { Some(Rc::new(build(buffer.f32())?)) } else { None };
+        let value = if fits { Some(Rc::new(build(buffer)?)) } else { None };
         let entry = value.as_ref().map(|v| (v.clone(), Reservation::new(bytes(v), memory.counter)));
         *self.slot.borrow_mut() = Some((key, entry));
         Ok(value)
@@ -301,6 +326,7 @@ impl Kernel {
         match self {
             Kernel::Matmul(Some(p)) | Kernel::Gemm(_, Some(p)) => p.release(),
             Kernel::Conv2d(_, Some(p)) => p.release(),
+            Kernel::Dequantized { packed, .. } => packed.release(),
             _ => {}
         }
     }

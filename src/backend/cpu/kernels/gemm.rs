@@ -15,13 +15,13 @@ use super::scratch::{self, Slot};
 
 /// Rows of the micro-kernel's output tile: 4 x 2 vector accumulators, which V8 keeps in
 /// registers (six rows spill; see BENCHMARKS.md).
-const MR: usize = 4;
+pub(super) const MR: usize = 4;
 /// Columns of the micro-kernel's output tile: two 4-lane vectors.
-const NR: usize = 8;
+pub(super) const NR: usize = 8;
 /// Depth of a packed block: an `MR x KC` A panel and a `KC x NR` B panel stay in L1.
 const KC: usize = 256;
 /// Rows of a packed A block (a multiple of `MR`), which stays in L2.
-const MC: usize = 64;
+pub(super) const MC: usize = 64;
 /// Columns of a packed B block (a multiple of `NR`).
 const NC: usize = 1024;
 /// Columns of the output that the row-streaming GEMV accumulates at a time (in L1).
@@ -50,7 +50,7 @@ impl<'a> Matrix<'a> {
     }
 
     /// Checks that every element lies inside `data`.
-    fn check(&self, what: &str) -> Result<()> {
+    pub(super) fn check(&self, what: &str) -> Result<()> {
         if self.rows == 0 || self.cols == 0 {
             return Ok(());
         }
@@ -72,7 +72,7 @@ impl<'a> Matrix<'a> {
         }
     }
 
-    fn index(&self, i: usize, j: usize) -> usize {
+    pub(super) fn index(&self, i: usize, j: usize) -> usize {
         self.offset + i * self.row_stride + j * self.col_stride
     }
 }
@@ -179,7 +179,7 @@ fn allocate(len: usize) -> Result<Vec<f32>> {
 
 /// Depth of the blocks of a product of depth `k`: equal blocks, so that k = KC + 1 does not
 /// leave a block of depth 1.
-fn depth_block(k: usize) -> usize {
+pub(super) fn depth_block(k: usize) -> usize {
     k.div_ceil(k.div_ceil(KC).max(1))
 }
 
@@ -299,7 +299,7 @@ const PARALLEL_GEMV: usize = 1 << 17;
 
 /// The output ranges of a GEMV over a `k x n` matrix for the CPU threads: about two per thread,
 /// multiples of 64 outputs.
-fn gemv_parts(k: usize, n: usize) -> Vec<Range<usize>> {
+pub(super) fn gemv_parts(k: usize, n: usize) -> Vec<Range<usize>> {
     threads::ranges(n, k.saturating_mul(n) >= PARALLEL_GEMV, 2, 64)
 }
 
@@ -336,7 +336,7 @@ const PARALLEL_MACS: usize = 1 << 19;
 /// that tiles of unequal cost still even out), rows split at multiples of `MC` first (each tile
 /// packs its own B block, so tall tiles pack least), columns at multiples of `NR` where the rows
 /// are too few.
-fn tiles(m: usize, n: usize, k: usize) -> Vec<(Range<usize>, Range<usize>)> {
+pub(super) fn tiles(m: usize, n: usize, k: usize) -> Vec<(Range<usize>, Range<usize>)> {
     let threads = if m.saturating_mul(n).saturating_mul(k) >= PARALLEL_MACS { threads::count() } else { 1 };
     let want = if threads > 1 { 4 * threads } else { 1 };
     let row_blocks = m.div_ceil(MC);
@@ -423,7 +423,7 @@ fn block(
 
 /// Packs rows `ic..ic + mc`, columns `pc..pc + kc` of A as panels of `MR` rows, each stored
 /// column by column (`MR` values per step of k), the last panel padded with zero rows.
-fn pack_a(a: &Matrix, ic: usize, mc: usize, pc: usize, kc: usize, dst: &mut [f32]) {
+pub(super) fn pack_a(a: &Matrix, ic: usize, mc: usize, pc: usize, kc: usize, dst: &mut [f32]) {
     for (panel, i0) in (0..mc).step_by(MR).enumerate() {
         let dst = &mut dst[panel * MR * kc..(panel + 1) * MR * kc];
         let rows = MR.min(mc - i0);
@@ -547,7 +547,7 @@ fn element_count(what: &str, shape: &[u32]) -> Result<usize> {
         .ok_or_else(|| Error::Operation(format!("{what}: the shape {shape:?} has too many elements")))
 }
 
-fn check_len(what: &str, shape: &[u32], len: usize) -> Result<usize> {
+pub(super) fn check_len(what: &str, shape: &[u32], len: usize) -> Result<usize> {
     let count = element_count(what, shape)?;
     if count != len {
         return Err(Error::Operation(format!("{what}: shape {shape:?} needs {count} elements but has {len}")));
@@ -669,27 +669,34 @@ pub fn gemm_op_prepacked(
     let b = gemm_b(b, b_shape, b_transpose)?;
     let (m, n) = (a.rows, b.cols);
     check_len("gemm output", &[m as u32, n as u32], out.len())?;
-    if let Some((c, c_shape)) = c {
-        check_len("gemm c", c_shape, c.len())?;
-        // C's shape left-padded to [rows, cols], each 1 (broadcast) or the output's.
-        let dims = match *c_shape {
-            [] => [1, 1],
-            [cols] => [1, cols as usize],
-            [rows, cols] => [rows as usize, cols as usize],
-            _ => return Err(Error::Operation(format!("gemm: c {c_shape:?} has a rank above 2"))),
-        };
-        if !(dims[0] == 1 || dims[0] == m) || !(dims[1] == 1 || dims[1] == n) {
-            return Err(Error::Operation(format!("gemm: c {c_shape:?} does not broadcast to [{m}, {n}]")));
-        }
-        if n > 0 {
-            for (i, row) in out.chunks_exact_mut(n).enumerate() {
-                let c_row = &c[if dims[0] == 1 { 0 } else { i * dims[1] }..][..dims[1]];
-                match c_row {
-                    [value] => row.fill(beta * value),
-                    _ => row.iter_mut().zip(c_row).for_each(|(o, &v)| *o = beta * v),
-                }
+    if let Some(c) = c {
+        fill_c(c, beta, m, n, out)?;
+    }
+    gemm_prepacked(a, None, b, b_packed, alpha, out, n, c.is_some())
+}
+
+/// Fills the `m x n` output with `beta * C`, C (shape `[]`, `[N]`, `[1, N]`, `[M, 1]`, `[M, N]`,
+/// ...) broadcast to `[M, N]`: gemm's product is then added to it.
+pub(super) fn fill_c((c, c_shape): (&[f32], &[u32]), beta: f32, m: usize, n: usize, out: &mut [f32]) -> Result<()> {
+    check_len("gemm c", c_shape, c.len())?;
+    // C's shape left-padded to [rows, cols], each 1 (broadcast) or the output's.
+    let dims = match *c_shape {
+        [] => [1, 1],
+        [cols] => [1, cols as usize],
+        [rows, cols] => [rows as usize, cols as usize],
+        _ => return Err(Error::Operation(format!("gemm: c {c_shape:?} has a rank above 2"))),
+    };
+    if !(dims[0] == 1 || dims[0] == m) || !(dims[1] == 1 || dims[1] == n) {
+        return Err(Error::Operation(format!("gemm: c {c_shape:?} does not broadcast to [{m}, {n}]")));
+    }
+    if n > 0 {
+        for (i, row) in out.chunks_exact_mut(n).enumerate() {
+            let c_row = &c[if dims[0] == 1 { 0 } else { i * dims[1] }..][..dims[1]];
+            match c_row {
+                [value] => row.fill(beta * value),
+                _ => row.iter_mut().zip(c_row).for_each(|(o, &v)| *o = beta * v),
             }
         }
     }
-    gemm_prepacked(a, None, b, b_packed, alpha, out, n, c.is_some())
+    Ok(())
 }

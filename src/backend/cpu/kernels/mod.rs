@@ -9,6 +9,7 @@ pub mod float32;
 pub mod gather;
 pub mod movement;
 pub mod normalization;
+pub mod quantized;
 pub mod recurrent;
 pub mod reduce;
 pub mod spatial;
