@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::Rng;
+use common::{block_on, Rng};
 use webnn_wgpu::backend::cpu::{CpuContext, CpuGraph};
 use webnn_wgpu::backend::TensorDescriptor;
 use webnn_wgpu::graph::GraphBuilder;
@@ -107,7 +107,7 @@ fn run(ctx: &CpuContext, graph: &CpuGraph, a_shape: &[u32], a: &[f32], out_shape
     ctx.write_tensor(&a_tensor, bytemuck::cast_slice(a)).unwrap();
     let y = tensor(out_shape, true);
     ctx.dispatch(graph, &[("a".into(), a_tensor)], &[("y".into(), y.clone())]).unwrap();
-    bytemuck::cast_slice(&ctx.read_tensor(&y).unwrap()).to_vec()
+    bytemuck::cast_slice(&block_on(ctx.read_tensor(&y)).unwrap()).to_vec()
 }
 
 /// The spec's formulas in float64: `B = (q - zeroPoint) * scale`, the scale and zero point of
