@@ -16,7 +16,7 @@ use crate::ops::conv2d::{ConvGeometry, InputLayout};
 
 use crate::backend::cpu::threads::{self, Disjoint};
 
-use super::gemm::{gemm, gemm_prepacked, Matrix, Packed};
+use super::gemm::{gemm, gemm_packed_rows, gemm_prepacked, Matrix, Packed};
 use super::scratch::{self, Slot};
 
 /// Floats of im2col (or col2im) columns per tile, 4 MiB: larger products are tiled by rows.
@@ -491,27 +491,8 @@ impl Conv {
             // or `[pixels x Cout]` with rows `os_w` apart (interleaved).
             let start = n * os_n + group * per_group * os_c + oy0 * os_h;
             let (rows, cols, ldc) = if planar { (per_group, pixels, os_c) } else { (pixels, per_group, os_w) };
-            scratch::with(Slot::Columns, columns_len, |columns| {
-                let columns = if pointwise {
-                    let [row_stride, col_stride] = if planar { [is_c, is_w] } else { [is_w, is_c] };
-                    let (rows, cols) = if planar { (in_per_group, pixels) } else { (pixels, in_per_group) };
-                    Matrix { data: input, offset: input_start, rows, cols, row_stride, col_stride }
-                } else if planar {
-                    let columns = &mut columns[..depth * pixels];
-                    self.im2col_planar(input, input_start, oy0, columns);
-                    Matrix::row_major(columns, depth, pixels)
-                } else {
-                    let columns = &mut columns[..depth * pixels];
-                    self.im2col_interleaved(input, input_start, oy0, in_per_group, columns);
-                    Matrix::row_major(columns, pixels, depth)
-                };
-                let product = |c: &mut [f32], ldc: usize| {
-                    if planar {
-                        gemm_prepacked(filter, packed, columns, None, 1.0, c, ldc, accumulate)
-                    } else {
-                        gemm_prepacked(columns, None, filter.t(), packed, 1.0, c, ldc, accumulate)
-                    }
-                };
+            // Runs `product` (into a C with the given row stride) for the tile's block of the output.
+            let write = |product: &dyn Fn(&mut [f32], usize) -> Result<()>| -> Result<()> {
                 if !parallel {
                     // SAFETY: the tiles run one after another on this thread, so the rest of the
                     // output is this tile's alone while the product runs.
@@ -538,6 +519,34 @@ impl Conv {
                     }
                     Ok(())
                 })
+            };
+            let offsets = if planar && !pointwise { self.window_offsets(oy0, pixels)? } else { Vec::new() };
+            if planar && !pointwise && per_group > 1 && pixels > 1 {
+                // im2col's rows go straight into the GEMM's packed panels.
+                let row = |tap: usize, row: &mut [f32]| self.im2col_row(input, input_start, &offsets, tap, row);
+                return write(&|c, ldc| gemm_packed_rows(filter, packed, (depth, pixels), &row, 1.0, c, ldc, accumulate));
+            }
+            scratch::with(Slot::Columns, columns_len, |columns| {
+                let columns = if pointwise {
+                    let [row_stride, col_stride] = if planar { [is_c, is_w] } else { [is_w, is_c] };
+                    let (rows, cols) = if planar { (in_per_group, pixels) } else { (pixels, in_per_group) };
+                    Matrix { data: input, offset: input_start, rows, cols, row_stride, col_stride }
+                } else if planar {
+                    let columns = &mut columns[..depth * pixels];
+                    self.im2col_planar(input, input_start, &offsets, columns);
+                    Matrix::row_major(columns, depth, pixels)
+                } else {
+                    let columns = &mut columns[..depth * pixels];
+                    self.im2col_interleaved(input, input_start, oy0, in_per_group, columns);
+                    Matrix::row_major(columns, pixels, depth)
+                };
+                write(&|c, ldc| {
+                    if planar {
+                        gemm_prepacked(filter, packed, columns, None, 1.0, c, ldc, accumulate)
+                    } else {
+                        gemm_prepacked(columns, None, filter.t(), packed, 1.0, c, ldc, accumulate)
+                    }
+                })
             })
         };
         if parallel {
@@ -548,43 +557,51 @@ impl Conv {
         }
     }
 
-    /// im2col for the planar product: row `(ic, kh, kw)` holds the input value each output
-    /// pixel of the tile (rows from `oy0`) reads through that tap, 0 in the padding.
-    fn im2col_planar(&self, input: &[f32], input_start: usize, oy0: usize, columns: &mut [f32]) {
-        let [_, is_c, is_h, is_w] = self.input_strides;
+    /// For each tap `(kh, kw)` and each output pixel of the `pixels` from row `oy0`: where the
+    /// input value it reads lies from its channel's start, or `usize::MAX` in the padding.
+    fn window_offsets(&self, oy0: usize, pixels: usize) -> Result<Vec<usize>> {
+        let [_, _, is_h, is_w] = self.input_strides;
         let [in_h, in_w] = self.input_size;
-        let out_w = self.output_size[1];
-        let [_, in_per_group, k_h, k_w] = self.filter_dims();
+        let out_w = self.output_size[1].max(1);
+        let [k_h, k_w] = self.filter_size;
         let [stride_h, stride_w] = self.strides;
-        let pixels = columns.len() / (in_per_group * k_h * k_w).max(1);
-        let mut rows = columns.chunks_exact_mut(pixels.max(1));
-        for ic in 0..in_per_group {
-            for fh in 0..k_h {
-                for fw in 0..k_w {
-                    let Some(row) = rows.next() else { return };
-                    let x_offset = fw as i64 * self.dilations[1] - self.padding[1];
-                    let (lo, hi) = valid_range(out_w, stride_w, x_offset, in_w);
-                    for (ty, row) in row.chunks_exact_mut(out_w).enumerate() {
-                        let iy = (oy0 + ty) as i64 * stride_h + fh as i64 * self.dilations[0] - self.padding[0];
-                        if iy < 0 || iy >= in_h as i64 || lo >= hi {
-                            row.fill(0.0);
-                            continue;
-                        }
-                        row[..lo].fill(0.0);
-                        row[hi..].fill(0.0);
-                        let start = input_start + ic * is_c + iy as usize * is_h;
-                        let ix0 = (lo as i64 * stride_w + x_offset) as usize;
-                        if stride_w == 1 && is_w == 1 {
-                            row[lo..hi].copy_from_slice(&input[start + ix0..start + ix0 + hi - lo]);
-                        } else {
-                            let step = stride_w as usize * is_w;
-                            for (j, value) in row[lo..hi].iter_mut().enumerate() {
-                                *value = input[start + ix0 * is_w + j * step];
-                            }
-                        }
-                    }
-                }
+        let len = self.scratch_len(k_h * k_w, pixels)?;
+        let mut offsets = Vec::new();
+        offsets.try_reserve_exact(len).map_err(|_| Error::Operation("conv2d: cannot allocate the window offsets".into()))?;
+        for fh in 0..k_h as i64 {
+            for fw in 0..k_w as i64 {
+                offsets.extend((0..pixels).map(|j| {
+                    let iy = (oy0 + j / out_w) as i64 * stride_h + fh * self.dilations[0] - self.padding[0];
+                    let ix = (j % out_w) as i64 * stride_w + fw * self.dilations[1] - self.padding[1];
+                    let inside = (0..in_h as i64).contains(&iy) && (0..in_w as i64).contains(&ix);
+                    if inside { iy as usize * is_h + ix as usize * is_w } else { usize::MAX }
+                }));
             }
+        }
+        Ok(offsets)
+    }
+
+    /// im2col for the planar product: row `(ic, kh, kw)` holds the input value each output
+    /// pixel of the tile reads through that tap, 0 in the padding (`offsets` from
+    /// [`Conv::window_offsets`]).
+    fn im2col_planar(&self, input: &[f32], input_start: usize, offsets: &[usize], columns: &mut [f32]) {
+        let depth = self.filter_len() / self.output_channels.max(1);
+        let pixels = columns.len() / depth.max(1);
+        for (tap, row) in columns.chunks_exact_mut(pixels.max(1)).take(depth).enumerate() {
+            self.im2col_row(input, input_start, offsets, tap, row);
+        }
+    }
+
+    /// Row `tap` (`(ic, kh, kw)` in that order) of [`Conv::im2col_planar`]'s columns: a gather
+    /// through the window offsets, which costs the same for every image size (copies of the
+    /// short rows of small images cost more in calls than in moving floats).
+    fn im2col_row(&self, input: &[f32], input_start: usize, offsets: &[usize], tap: usize, row: &mut [f32]) {
+        let taps = self.filter_size[0] * self.filter_size[1];
+        let channel = input_start + tap / taps * self.input_strides[1];
+        let offsets = &offsets[tap % taps * row.len()..][..row.len()];
+        for (value, &offset) in row.iter_mut().zip(offsets) {
+            // The padding's offset overflows or lands past the input: 0.
+            *value = channel.checked_add(offset).and_then(|i| input.get(i)).copied().unwrap_or(0.0);
         }
     }
 
