@@ -11,6 +11,8 @@
 //! convTranspose2d: per batch and group, `filter^T [Cout*KH*KW x Cin] * input [Cin x HW]` by
 //! GEMM, then col2im adds each column to the output pixels it reaches.
 
+use std::ops::Range;
+
 use crate::error::{Error, Result};
 use crate::ops::conv2d::{ConvGeometry, InputLayout};
 
@@ -21,6 +23,8 @@ use super::scratch::{self, Slot};
 
 /// Floats of im2col (or col2im) columns per tile, 4 MiB: larger products are tiled by rows.
 const COLUMN_FLOATS: usize = 1 << 20;
+/// Output rows of at least this many pixels copy the input runs they read (im2col).
+const COPIED_RUN: usize = 8;
 /// Convolutions of at least this many multiply-adds run their tiles on the CPU threads.
 const PARALLEL_MACS: usize = 1 << 20;
 
@@ -523,8 +527,8 @@ impl Conv {
             let offsets = if planar && !pointwise { self.window_offsets(oy0, pixels)? } else { Vec::new() };
             if planar && !pointwise && per_group > 1 && pixels > 1 {
                 // im2col's rows go straight into the GEMM's packed panels.
-                let row = |tap: usize, row: &mut [f32]| self.im2col_row(input, input_start, &offsets, tap, row);
-                return write(&|c, ldc| gemm_packed_rows(filter, packed, (depth, pixels), &row, 1.0, c, ldc, accumulate));
+                let rows = |taps: Range<usize>, values: &mut [f32]| self.im2col_planar(input, input_start, &offsets, taps, values);
+                return write(&|c, ldc| gemm_packed_rows(filter, packed, (depth, pixels), &rows, 1.0, c, ldc, accumulate));
             }
             scratch::with(Slot::Columns, columns_len, |columns| {
                 let columns = if pointwise {
@@ -533,7 +537,7 @@ impl Conv {
                     Matrix { data: input, offset: input_start, rows, cols, row_stride, col_stride }
                 } else if planar {
                     let columns = &mut columns[..depth * pixels];
-                    self.im2col_planar(input, input_start, &offsets, columns);
+                    self.im2col_planar(input, input_start, &offsets, 0..depth, columns);
                     Matrix::row_major(columns, depth, pixels)
                 } else {
                     let columns = &mut columns[..depth * pixels];
@@ -570,38 +574,67 @@ impl Conv {
         offsets.try_reserve_exact(len).map_err(|_| Error::Operation("conv2d: cannot allocate the window offsets".into()))?;
         for fh in 0..k_h as i64 {
             for fw in 0..k_w as i64 {
-                offsets.extend((0..pixels).map(|j| {
-                    let iy = (oy0 + j / out_w) as i64 * stride_h + fh * self.dilations[0] - self.padding[0];
-                    let ix = (j % out_w) as i64 * stride_w + fw * self.dilations[1] - self.padding[1];
-                    let inside = (0..in_h as i64).contains(&iy) && (0..in_w as i64).contains(&ix);
-                    if inside { iy as usize * is_h + ix as usize * is_w } else { usize::MAX }
-                }));
+                let x_offset = fw * self.dilations[1] - self.padding[1];
+                let (lo, hi) = valid_range(out_w, stride_w, x_offset, in_w);
+                for ty in 0..pixels / out_w {
+                    let iy = (oy0 + ty) as i64 * stride_h + fh * self.dilations[0] - self.padding[0];
+                    if iy < 0 || iy >= in_h as i64 || lo >= hi {
+                        offsets.extend(std::iter::repeat_n(usize::MAX, out_w));
+                        continue;
+                    }
+                    let row = iy as usize * is_h;
+                    let first = row + (lo as i64 * stride_w + x_offset) as usize * is_w;
+                    let step = stride_w as usize * is_w;
+                    offsets.extend(std::iter::repeat_n(usize::MAX, lo));
+                    offsets.extend((0..hi - lo).map(|j| first + j * step));
+                    offsets.extend(std::iter::repeat_n(usize::MAX, out_w - hi));
+                }
             }
         }
         Ok(offsets)
     }
 
-    /// im2col for the planar product: row `(ic, kh, kw)` holds the input value each output
-    /// pixel of the tile reads through that tap, 0 in the padding (`offsets` from
-    /// [`Conv::window_offsets`]).
-    fn im2col_planar(&self, input: &[f32], input_start: usize, offsets: &[usize], columns: &mut [f32]) {
-        let depth = self.filter_len() / self.output_channels.max(1);
-        let pixels = columns.len() / depth.max(1);
-        for (tap, row) in columns.chunks_exact_mut(pixels.max(1)).take(depth).enumerate() {
-            self.im2col_row(input, input_start, offsets, tap, row);
-        }
-    }
-
-    /// Row `tap` (`(ic, kh, kw)` in that order) of [`Conv::im2col_planar`]'s columns: a gather
-    /// through the window offsets, which costs the same for every image size (copies of the
-    /// short rows of small images cost more in calls than in moving floats).
-    fn im2col_row(&self, input: &[f32], input_start: usize, offsets: &[usize], tap: usize, row: &mut [f32]) {
-        let taps = self.filter_size[0] * self.filter_size[1];
-        let channel = input_start + tap / taps * self.input_strides[1];
-        let offsets = &offsets[tap % taps * row.len()..][..row.len()];
-        for (value, &offset) in row.iter_mut().zip(offsets) {
+    /// im2col for the planar product, rows `taps` (row `(ic, kh, kw)` holds the input value each
+    /// output pixel of the tile reads through that tap, 0 in the padding) one after another in
+    /// `values`, through `offsets` ([`Conv::window_offsets`]): output rows of at least
+    /// [`COPIED_RUN`] pixels that read a contiguous run of the input copy it; others gather each
+    /// value, which costs the same for every width (copies of the short rows of small images
+    /// cost more in calls than in moving floats).
+    fn im2col_planar(&self, input: &[f32], input_start: usize, offsets: &[usize], taps: Range<usize>, values: &mut [f32]) {
+        let per_channel = (self.filter_size[0] * self.filter_size[1]).max(1);
+        let pixels = offsets.len() / per_channel;
+        let out_w = self.output_size[1].max(1);
+        let copied = out_w >= COPIED_RUN && self.strides[1] == 1 && self.input_strides[3] == 1;
+        let (mut ic, mut tap) = (taps.start / per_channel, taps.start % per_channel);
+        for row in values.chunks_exact_mut(pixels.max(1)).take(taps.len()) {
+            let channel = input_start + ic * self.input_strides[1];
+            let offsets = &offsets[tap * pixels..][..pixels];
             // The padding's offset overflows or lands past the input: 0.
-            *value = channel.checked_add(offset).and_then(|i| input.get(i)).copied().unwrap_or(0.0);
+            let gather = |row: &mut [f32], offsets: &[usize]| {
+                for (value, &offset) in row.iter_mut().zip(offsets) {
+                    *value = channel.checked_add(offset).and_then(|i| input.get(i)).copied().unwrap_or(0.0);
+                }
+            };
+            if copied {
+                let fw = (tap % self.filter_size[1]) as i64;
+                let (lo, hi) = valid_range(out_w, 1, fw * self.dilations[1] - self.padding[1], self.input_size[1]);
+                for (row, offsets) in row.chunks_exact_mut(out_w).zip(offsets.chunks_exact(out_w)) {
+                    match channel.checked_add(offsets[lo.min(out_w - 1)]).and_then(|i| input.get(i..i + hi - lo)) {
+                        Some(run) if lo < hi => {
+                            row[..lo].fill(0.0);
+                            row[lo..hi].copy_from_slice(run);
+                            row[hi..].fill(0.0);
+                        }
+                        _ => gather(row, offsets),
+                    }
+                }
+            } else {
+                gather(row, offsets);
+            }
+            tap += 1;
+            if tap == per_channel {
+                (ic, tap) = (ic + 1, 0);
+            }
         }
     }
 

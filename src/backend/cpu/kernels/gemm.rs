@@ -215,16 +215,16 @@ pub fn gemm_prepacked(
     packed(a, a_packed.map(|p| &p.data[..]), b, b_packed.map(|p| &p.data[..]), alpha, c, ldc, accumulate)
 }
 
-/// [`gemm_prepacked`] of `a` by a `k x n` B that `row(p, values)` gives a row at a time (`n`
-/// floats each, such as im2col's rows): each row is written straight into the layout of
-/// [`Packed::right`], so B is never stored row-major and then packed. Needs `m` and `n` above 1
-/// (a GEMV reads B as it lies).
+/// [`gemm_prepacked`] of `a` by a `k x n` B that `rows(range, values)` writes a depth block at a
+/// time (rows `range`, `n` floats each, one after another: im2col's rows), each block packed
+/// while it is in the cache: B is never stored whole. Needs `m` and `n` above 1 (a GEMV reads B
+/// as it lies).
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_packed_rows(
     a: Matrix,
     a_packed: Option<&Packed>,
     (k, n): (usize, usize),
-    row: &dyn Fn(usize, &mut [f32]),
+    rows: &dyn Fn(Range<usize>, &mut [f32]),
     alpha: f32,
     c: &mut [f32],
     ldc: usize,
@@ -242,26 +242,20 @@ pub fn gemm_packed_rows(
     if ldc < n || !fits {
         return Err(Error::Operation(format!("gemm: a {m} x {n} output with row stride {ldc} exceeds {} elements", c.len())));
     }
-    let n_pad = n.next_multiple_of(NR);
-    let packed_len = n_pad.checked_mul(k).ok_or_else(|| Error::NotSupported("gemm: B exceeds this platform's memory".into()))?;
-    scratch::with(Slot::Columns, packed_len + n_pad, |buffer| {
+    let kc_max = depth_block(k);
+    let too_large = || Error::NotSupported("gemm: B exceeds this platform's memory".into());
+    let packed_len = n.next_multiple_of(NR).checked_mul(k).ok_or_else(too_large)?;
+    let block_len = kc_max.checked_mul(n).ok_or_else(too_large)?;
+    scratch::with(Slot::Columns, packed_len.checked_add(block_len).ok_or_else(too_large)?, |buffer| {
         let (data, values) = buffer.split_at_mut(packed_len);
-        // The padding columns multiply into outputs that are never stored; zeros keep them finite.
-        values[n..].fill(0.0);
-        let kc_max = depth_block(k);
-        for p in 0..k {
-            row(p, &mut values[..n]);
-            let pc = p / kc_max * kc_max;
+        for pc in (0..k).step_by(kc_max) {
             let kc = kc_max.min(k - pc);
+            rows(pc..pc + kc, &mut values[..kc * n]);
+            let block = Matrix::row_major(values, kc, n);
             for jc in (0..n).step_by(NC) {
-                let nc_pad = NC.min(n - jc).next_multiple_of(NR);
-                let block = &mut data[jc * k + pc * nc_pad..][..nc_pad * kc];
-                let panels = block.chunks_exact_mut(NR * kc).zip(values[jc..jc + nc_pad].chunks_exact(NR));
-                for (panel, source) in panels {
-                    if let (Ok(d), Ok(s)) = (<&mut [f32; NR]>::try_from(&mut panel[(p - pc) * NR..][..NR]), <&[f32; NR]>::try_from(source)) {
-                        *d = *s;
-                    }
-                }
+                let nc = NC.min(n - jc);
+                let nc_pad = nc.next_multiple_of(NR);
+                pack_b(&block, 0, kc, jc, nc, &mut data[jc * k + pc * nc_pad..][..nc_pad * kc]);
             }
         }
         // B's shape for the blocking; its values are only read packed.
