@@ -339,6 +339,15 @@ fn conv2d_cases() -> Vec<ConvCase> {
         case(1, [5, 5], [4, 4], [1, 1], 5),
         // Enough for the GEMM's blocks.
         case(1, [16, 40], [20, 20], [3, 3], 1).window([1, 1, 1, 1], [1, 1], [1, 1]),
+        // Small images (YOLO's last stages): 9 and 36 pixels, whose last column panel is at most
+        // half full; a depth of two blocks; groups and batches; an output row count not a
+        // multiple of the micro-kernel's.
+        case(1, [64, 20], [3, 3], [3, 3], 1).window([1, 1, 1, 1], [1, 1], [1, 1]),
+        case(2, [32, 12], [6, 6], [3, 3], 2).window([1, 1, 1, 1], [2, 2], [1, 1]),
+        case(1, [24, 18], [6, 6], [3, 3], 1).window([1, 1, 1, 1], [1, 1], [1, 1]),
+        case(2, [8, 10], [5, 3], [2, 2], 1).window([0, 1, 1, 0], [1, 1], [1, 1]),
+        // More pixels than one packed column block holds.
+        case(1, [2, 8], [60, 120], [3, 3], 1).window([1, 1, 1, 1], [1, 1], [1, 1]),
     ]
 }
 

@@ -85,5 +85,21 @@ fn float16_widening_matches_half_for_every_value() {
     webnn_wgpu::operand::widen_f16(&bits, &mut out);
     for (&h, &w) in bits.iter().zip(&out) {
         assert_eq!(w.to_bits(), half::f16::from_bits(h).to_f32().to_bits(), "half {h:#06x}");
+
+/// The CPU backend's SIMD128 sigmoid (four lanes at a time) against its scalar function, bit for
+/// bit, over a sweep and the special values (NaN, infinities, signed zeros, subnormals, the
+/// exponent's clamp bounds); a length of 4k + 3 runs the scalar tail too.
+#[wasm_bindgen_test]
+fn cpu_sigmoid_lanes_equal_the_scalar_function() {
+    use webnn_wgpu::backend::cpu::kernels::elementwise::{activation, sigmoid_f};
+    use webnn_wgpu::ops::activation::Activation;
+    let mut x: Vec<f32> = (-4000..4000).map(|i| i as f32 * 0.031).collect();
+    x.extend([f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 1e-40, -1e-40, 88.9, 89.1, 103.9, 104.1, -104.1, 1e30, -1e30]);
+    x.extend([0.5]);
+    assert_eq!(x.len() % 4, 3);
+    let mut out = vec![0.0f32; x.len()];
+    activation(&Activation::Sigmoid, &x, &mut out).unwrap();
+    for (&v, &y) in x.iter().zip(&out) {
+        assert_eq!(y.to_bits(), sigmoid_f(v).to_bits(), "sigmoid({v:e})");
     }
 }

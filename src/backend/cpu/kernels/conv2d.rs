@@ -11,16 +11,20 @@
 //! convTranspose2d: per batch and group, `filter^T [Cout*KH*KW x Cin] * input [Cin x HW]` by
 //! GEMM, then col2im adds each column to the output pixels it reaches.
 
+use std::ops::Range;
+
 use crate::error::{Error, Result};
 use crate::ops::conv2d::{ConvGeometry, InputLayout};
 
 use crate::backend::cpu::threads::{self, Disjoint};
 
-use super::gemm::{gemm, gemm_prepacked, Matrix, Packed};
+use super::gemm::{gemm, gemm_packed_rows, gemm_prepacked, Matrix, Packed};
 use super::scratch::{self, Slot};
 
 /// Floats of im2col (or col2im) columns per tile, 4 MiB: larger products are tiled by rows.
 const COLUMN_FLOATS: usize = 1 << 20;
+/// Output rows of at least this many pixels copy the input runs they read (im2col).
+const COPIED_RUN: usize = 8;
 /// Convolutions of at least this many multiply-adds run their tiles on the CPU threads.
 const PARALLEL_MACS: usize = 1 << 20;
 
@@ -491,27 +495,8 @@ impl Conv {
             // or `[pixels x Cout]` with rows `os_w` apart (interleaved).
             let start = n * os_n + group * per_group * os_c + oy0 * os_h;
             let (rows, cols, ldc) = if planar { (per_group, pixels, os_c) } else { (pixels, per_group, os_w) };
-            scratch::with(Slot::Columns, columns_len, |columns| {
-                let columns = if pointwise {
-                    let [row_stride, col_stride] = if planar { [is_c, is_w] } else { [is_w, is_c] };
-                    let (rows, cols) = if planar { (in_per_group, pixels) } else { (pixels, in_per_group) };
-                    Matrix { data: input, offset: input_start, rows, cols, row_stride, col_stride }
-                } else if planar {
-                    let columns = &mut columns[..depth * pixels];
-                    self.im2col_planar(input, input_start, oy0, columns);
-                    Matrix::row_major(columns, depth, pixels)
-                } else {
-                    let columns = &mut columns[..depth * pixels];
-                    self.im2col_interleaved(input, input_start, oy0, in_per_group, columns);
-                    Matrix::row_major(columns, pixels, depth)
-                };
-                let product = |c: &mut [f32], ldc: usize| {
-                    if planar {
-                        gemm_prepacked(filter, packed, columns, None, 1.0, c, ldc, accumulate)
-                    } else {
-                        gemm_prepacked(columns, None, filter.t(), packed, 1.0, c, ldc, accumulate)
-                    }
-                };
+            // Runs `product` (into a C with the given row stride) for the tile's block of the output.
+            let write = |product: &dyn Fn(&mut [f32], usize) -> Result<()>| -> Result<()> {
                 if !parallel {
                     // SAFETY: the tiles run one after another on this thread, so the rest of the
                     // output is this tile's alone while the product runs.
@@ -538,6 +523,34 @@ impl Conv {
                     }
                     Ok(())
                 })
+            };
+            let offsets = if planar && !pointwise { self.window_offsets(oy0, pixels)? } else { Vec::new() };
+            if planar && !pointwise && per_group > 1 && pixels > 1 {
+                // im2col's rows go straight into the GEMM's packed panels.
+                let rows = |taps: Range<usize>, values: &mut [f32]| self.im2col_planar(input, input_start, &offsets, taps, values);
+                return write(&|c, ldc| gemm_packed_rows(filter, packed, (depth, pixels), &rows, 1.0, c, ldc, accumulate));
+            }
+            scratch::with(Slot::Columns, columns_len, |columns| {
+                let columns = if pointwise {
+                    let [row_stride, col_stride] = if planar { [is_c, is_w] } else { [is_w, is_c] };
+                    let (rows, cols) = if planar { (in_per_group, pixels) } else { (pixels, in_per_group) };
+                    Matrix { data: input, offset: input_start, rows, cols, row_stride, col_stride }
+                } else if planar {
+                    let columns = &mut columns[..depth * pixels];
+                    self.im2col_planar(input, input_start, &offsets, 0..depth, columns);
+                    Matrix::row_major(columns, depth, pixels)
+                } else {
+                    let columns = &mut columns[..depth * pixels];
+                    self.im2col_interleaved(input, input_start, oy0, in_per_group, columns);
+                    Matrix::row_major(columns, pixels, depth)
+                };
+                write(&|c, ldc| {
+                    if planar {
+                        gemm_prepacked(filter, packed, columns, None, 1.0, c, ldc, accumulate)
+                    } else {
+                        gemm_prepacked(columns, None, filter.t(), packed, 1.0, c, ldc, accumulate)
+                    }
+                })
             })
         };
         if parallel {
@@ -548,42 +561,79 @@ impl Conv {
         }
     }
 
-    /// im2col for the planar product: row `(ic, kh, kw)` holds the input value each output
-    /// pixel of the tile (rows from `oy0`) reads through that tap, 0 in the padding.
-    fn im2col_planar(&self, input: &[f32], input_start: usize, oy0: usize, columns: &mut [f32]) {
-        let [_, is_c, is_h, is_w] = self.input_strides;
+    /// For each tap `(kh, kw)` and each output pixel of the `pixels` from row `oy0`: where the
+    /// input value it reads lies from its channel's start, or `usize::MAX` in the padding.
+    fn window_offsets(&self, oy0: usize, pixels: usize) -> Result<Vec<usize>> {
+        let [_, _, is_h, is_w] = self.input_strides;
         let [in_h, in_w] = self.input_size;
-        let out_w = self.output_size[1];
-        let [_, in_per_group, k_h, k_w] = self.filter_dims();
+        let out_w = self.output_size[1].max(1);
+        let [k_h, k_w] = self.filter_size;
         let [stride_h, stride_w] = self.strides;
-        let pixels = columns.len() / (in_per_group * k_h * k_w).max(1);
-        let mut rows = columns.chunks_exact_mut(pixels.max(1));
-        for ic in 0..in_per_group {
-            for fh in 0..k_h {
-                for fw in 0..k_w {
-                    let Some(row) = rows.next() else { return };
-                    let x_offset = fw as i64 * self.dilations[1] - self.padding[1];
-                    let (lo, hi) = valid_range(out_w, stride_w, x_offset, in_w);
-                    for (ty, row) in row.chunks_exact_mut(out_w).enumerate() {
-                        let iy = (oy0 + ty) as i64 * stride_h + fh as i64 * self.dilations[0] - self.padding[0];
-                        if iy < 0 || iy >= in_h as i64 || lo >= hi {
-                            row.fill(0.0);
-                            continue;
+        let len = self.scratch_len(k_h * k_w, pixels)?;
+        let mut offsets = Vec::new();
+        offsets.try_reserve_exact(len).map_err(|_| Error::Operation("conv2d: cannot allocate the window offsets".into()))?;
+        for fh in 0..k_h as i64 {
+            for fw in 0..k_w as i64 {
+                let x_offset = fw * self.dilations[1] - self.padding[1];
+                let (lo, hi) = valid_range(out_w, stride_w, x_offset, in_w);
+                for ty in 0..pixels / out_w {
+                    let iy = (oy0 + ty) as i64 * stride_h + fh * self.dilations[0] - self.padding[0];
+                    if iy < 0 || iy >= in_h as i64 || lo >= hi {
+                        offsets.extend(std::iter::repeat_n(usize::MAX, out_w));
+                        continue;
+                    }
+                    let row = iy as usize * is_h;
+                    let first = row + (lo as i64 * stride_w + x_offset) as usize * is_w;
+                    let step = stride_w as usize * is_w;
+                    offsets.extend(std::iter::repeat_n(usize::MAX, lo));
+                    offsets.extend((0..hi - lo).map(|j| first + j * step));
+                    offsets.extend(std::iter::repeat_n(usize::MAX, out_w - hi));
+                }
+            }
+        }
+        Ok(offsets)
+    }
+
+    /// im2col for the planar product, rows `taps` (row `(ic, kh, kw)` holds the input value each
+    /// output pixel of the tile reads through that tap, 0 in the padding) one after another in
+    /// `values`, through `offsets` ([`Conv::window_offsets`]): output rows of at least
+    /// [`COPIED_RUN`] pixels that read a contiguous run of the input copy it; others gather each
+    /// value, which costs the same for every width (copies of the short rows of small images
+    /// cost more in calls than in moving floats).
+    fn im2col_planar(&self, input: &[f32], input_start: usize, offsets: &[usize], taps: Range<usize>, values: &mut [f32]) {
+        let per_channel = (self.filter_size[0] * self.filter_size[1]).max(1);
+        let pixels = offsets.len() / per_channel;
+        let out_w = self.output_size[1].max(1);
+        let copied = out_w >= COPIED_RUN && self.strides[1] == 1 && self.input_strides[3] == 1;
+        let (mut ic, mut tap) = (taps.start / per_channel, taps.start % per_channel);
+        for row in values.chunks_exact_mut(pixels.max(1)).take(taps.len()) {
+            let channel = input_start + ic * self.input_strides[1];
+            let offsets = &offsets[tap * pixels..][..pixels];
+            // The padding's offset overflows or lands past the input: 0.
+            let gather = |row: &mut [f32], offsets: &[usize]| {
+                for (value, &offset) in row.iter_mut().zip(offsets) {
+                    *value = channel.checked_add(offset).and_then(|i| input.get(i)).copied().unwrap_or(0.0);
+                }
+            };
+            if copied {
+                let fw = (tap % self.filter_size[1]) as i64;
+                let (lo, hi) = valid_range(out_w, 1, fw * self.dilations[1] - self.padding[1], self.input_size[1]);
+                for (row, offsets) in row.chunks_exact_mut(out_w).zip(offsets.chunks_exact(out_w)) {
+                    match channel.checked_add(offsets[lo.min(out_w - 1)]).and_then(|i| input.get(i..i + hi - lo)) {
+                        Some(run) if lo < hi => {
+                            row[..lo].fill(0.0);
+                            row[lo..hi].copy_from_slice(run);
+                            row[hi..].fill(0.0);
                         }
-                        row[..lo].fill(0.0);
-                        row[hi..].fill(0.0);
-                        let start = input_start + ic * is_c + iy as usize * is_h;
-                        let ix0 = (lo as i64 * stride_w + x_offset) as usize;
-                        if stride_w == 1 && is_w == 1 {
-                            row[lo..hi].copy_from_slice(&input[start + ix0..start + ix0 + hi - lo]);
-                        } else {
-                            let step = stride_w as usize * is_w;
-                            for (j, value) in row[lo..hi].iter_mut().enumerate() {
-                                *value = input[start + ix0 * is_w + j * step];
-                            }
-                        }
+                        _ => gather(row, offsets),
                     }
                 }
+            } else {
+                gather(row, offsets);
+            }
+            tap += 1;
+            if tap == per_channel {
+                (ic, tap) = (ic + 1, 0);
             }
         }
     }

@@ -93,6 +93,48 @@ pub fn sigmoid_f(x: f32) -> f32 {
     }
 }
 
+/// [`sigmoid_f`] of every element; on SIMD128 four at a time, with the same operations in the
+/// same order ([`exp_f`]'s included), so bit for bit the same results (LLVM leaves the scalar
+/// loop unvectorised).
+fn sigmoid(x: &[f32], out: &mut [f32]) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    let done = {
+        use core::arch::wasm32::*;
+        let (lo, hi) = (f32x4_splat(-104.0), f32x4_splat(89.0));
+        let exp = |x: v128| {
+            // clamp, NaN kept: x < lo ? lo : (x > hi ? hi : x).
+            let c = v128_bitselect(lo, v128_bitselect(hi, x, f32x4_gt(x, hi)), f32x4_lt(x, lo));
+            let n = f32x4_nearest(f32x4_mul(c, f32x4_splat(LOG2E)));
+            let r = f32x4_sub(f32x4_sub(c, f32x4_mul(n, f32x4_splat(LN2_HI))), f32x4_mul(n, f32x4_splat(LN2_LO)));
+            let term = |t: f32, inner: v128| f32x4_add(f32x4_splat(t), f32x4_mul(r, inner));
+            let p = term(1.0 / 720.0, f32x4_splat(1.0 / 5040.0));
+            let p = term(1.0, term(1.0, term(0.5, term(1.0 / 6.0, term(1.0 / 24.0, term(1.0 / 120.0, p))))));
+            let k = i32x4_trunc_sat_f32x4(n);
+            let h = i32x4_shr(k, 1);
+            let s1 = i32x4_shl(i32x4_add(h, i32x4_splat(127)), 23);
+            let s2 = i32x4_shl(i32x4_add(i32x4_sub(k, h), i32x4_splat(127)), 23);
+            f32x4_mul(f32x4_mul(p, s1), s2)
+        };
+        let (xs, outs) = (x.chunks_exact(4), out.chunks_exact_mut(4));
+        let done = xs.len().min(outs.len()) * 4;
+        for (x, o) in xs.zip(outs) {
+            // SAFETY: both chunks hold 4 floats, so the unaligned 16-byte load and store are in bounds.
+            unsafe {
+                let v = v128_load(x.as_ptr().cast::<v128>());
+                let e = exp(f32x4_neg(f32x4_abs(v)));
+                let s = f32x4_div(f32x4_splat(1.0), f32x4_add(f32x4_splat(1.0), e));
+                let y = v128_bitselect(s, f32x4_mul(e, s), f32x4_ge(v, f32x4_splat(0.0)));
+                v128_store(o.as_mut_ptr().cast::<v128>(), y);
+            }
+        }
+        done
+    };
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    let done = 0;
+    let tail = done.min(out.len());
+    map(&x[done.min(x.len())..], &mut out[tail..], sigmoid_f);
+}
+
 /// erfc(s a) for `a >= 0` and `s = 1` or `1/sqrt(2)` (`s2 = s^2`), Numerical Recipes' Chebyshev
 /// fit (relative error < 1.2e-7). The exponent `-s2 a^2` is formed from a 12-bit head of `a`,
 /// whose square is exact, and a tail, so large `a` lose nothing to the rounding of a square.
@@ -254,7 +296,7 @@ pub fn activation(op: &Activation, x: &[f32], out: &mut [f32]) -> Result<()> {
     match *op {
         // NaN and -0 stay as they are.
         Activation::Relu => map(x, out, |v| if v < 0.0 { 0.0 } else { v }),
-        Activation::Sigmoid => map(x, out, sigmoid_f),
+        Activation::Sigmoid => sigmoid(x, out),
         Activation::Tanh => map(x, out, tanh_f),
         Activation::Gelu => map(x, out, gelu_f),
         Activation::LeakyRelu { alpha } => {

@@ -212,7 +212,56 @@ pub fn gemm_prepacked(
     if ldc < n || !fits {
         return Err(Error::Operation(format!("gemm: a {m} x {n} output with row stride {ldc} exceeds {} elements", c.len())));
     }
-    packed(a, a_packed, b, b_packed, alpha, c, ldc, accumulate)
+    packed(a, a_packed.map(|p| &p.data[..]), b, b_packed.map(|p| &p.data[..]), alpha, c, ldc, accumulate)
+}
+
+/// [`gemm_prepacked`] of `a` by a `k x n` B that `rows(range, values)` writes a depth block at a
+/// time (rows `range`, `n` floats each, one after another: im2col's rows), each block packed
+/// while it is in the cache: B is never stored whole. Needs `m` and `n` above 1 (a GEMV reads B
+/// as it lies).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_packed_rows(
+    a: Matrix,
+    a_packed: Option<&Packed>,
+    (k, n): (usize, usize),
+    rows: &dyn Fn(Range<usize>, &mut [f32]),
+    alpha: f32,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+) -> Result<()> {
+    let m = a.rows;
+    if a.cols != k || a_packed.is_some_and(|p| !p.left || (p.rows, p.cols) != (m, k)) {
+        return Err(Error::Operation("gemm: a packed operand was built for another shape".into()));
+    }
+    if m <= 1 || n <= 1 || k == 0 {
+        return Err(Error::Operation("gemm: B by rows needs a product of at least two rows, two columns and depth 1".into()));
+    }
+    a.check("a")?;
+    let fits = (m - 1).checked_mul(ldc).and_then(|i| i.checked_add(n)).is_some_and(|end| end <= c.len());
+    if ldc < n || !fits {
+        return Err(Error::Operation(format!("gemm: a {m} x {n} output with row stride {ldc} exceeds {} elements", c.len())));
+    }
+    let kc_max = depth_block(k);
+    let too_large = || Error::NotSupported("gemm: B exceeds this platform's memory".into());
+    let packed_len = n.next_multiple_of(NR).checked_mul(k).ok_or_else(too_large)?;
+    let block_len = kc_max.checked_mul(n).ok_or_else(too_large)?;
+    scratch::with(Slot::Columns, packed_len.checked_add(block_len).ok_or_else(too_large)?, |buffer| {
+        let (data, values) = buffer.split_at_mut(packed_len);
+        for pc in (0..k).step_by(kc_max) {
+            let kc = kc_max.min(k - pc);
+            rows(pc..pc + kc, &mut values[..kc * n]);
+            let block = Matrix::row_major(values, kc, n);
+            for jc in (0..n).step_by(NC) {
+                let nc = NC.min(n - jc);
+                let nc_pad = nc.next_multiple_of(NR);
+                pack_b(&block, 0, kc, jc, nc, &mut data[jc * k + pc * nc_pad..][..nc_pad * kc]);
+            }
+        }
+        // B's shape for the blocking; its values are only read packed.
+        let b = Matrix { data: &[], offset: 0, rows: k, cols: n, row_stride: 0, col_stride: 0 };
+        packed(a, a_packed.map(|p| &p.data[..]), b, Some(data), alpha, c, ldc, accumulate)
+    })
 }
 
 /// `y[j * y_stride] (+)= alpha * sum_p x[p] * mat[p, j]` where `x[p]` is
@@ -317,9 +366,10 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
 }
 
 /// The blocked product, split into tiles of C for the CPU threads ([`tiles`]), each run by
-/// [`block`].
+/// [`block`]; `a_packed` and `b_packed`, where given, are the operands' data in [`Packed`]'s
+/// layout.
 #[allow(clippy::too_many_arguments)]
-fn packed(a: Matrix, a_packed: Option<&Packed>, b: Matrix, b_packed: Option<&Packed>, alpha: f32, c: &mut [f32], ldc: usize, accumulate: bool) -> Result<()> {
+fn packed(a: Matrix, a_packed: Option<&[f32]>, b: Matrix, b_packed: Option<&[f32]>, alpha: f32, c: &mut [f32], ldc: usize, accumulate: bool) -> Result<()> {
     let (m, n) = (a.rows, b.cols);
     let out = Disjoint::new(c);
     let tiles = tiles(m, n, a.cols);
@@ -360,9 +410,9 @@ pub(super) fn tiles(m: usize, n: usize, k: usize) -> Vec<(Range<usize>, Range<us
 #[allow(clippy::too_many_arguments)]
 fn block(
     a: &Matrix,
-    a_packed: Option<&Packed>,
+    a_packed: Option<&[f32]>,
     b: &Matrix,
-    b_packed: Option<&Packed>,
+    b_packed: Option<&[f32]>,
     alpha: f32,
     c: &Disjoint,
     ldc: usize,
@@ -387,7 +437,7 @@ fn block(
             for pc in (0..k).step_by(kc_max) {
                 let kc = kc_max.min(k - pc);
                 let b_block: &[f32] = match b_packed {
-                    Some(p) => &p.data[block_start * k + pc * block_pad + (jc - block_start) * kc..][..nc_pad * kc],
+                    Some(p) => &p[block_start * k + pc * block_pad + (jc - block_start) * kc..][..nc_pad * kc],
                     None => {
                         pack_b(b, pc, kc, jc, nc, b_pack);
                         b_pack
@@ -398,7 +448,7 @@ fn block(
                 for ic in rows.clone().step_by(MC) {
                     let mc = MC.min(rows.end - ic);
                     let a_block: &[f32] = match a_packed {
-                        Some(p) => &p.data[m_pad * pc + ic * kc..][..mc.next_multiple_of(MR) * kc],
+                        Some(p) => &p[m_pad * pc + ic * kc..][..mc.next_multiple_of(MR) * kc],
                         None => {
                             pack_a(a, ic, mc, pc, kc, a_pack);
                             a_pack
@@ -406,10 +456,13 @@ fn block(
                     };
                     for jr in (0..nc).step_by(NR) {
                         let b_panel = &b_block[jr * kc..(jr + NR) * kc];
+                        let cols = NR.min(nc - jr);
                         for ir in (0..mc).step_by(MR) {
-                            let tile = micro_kernel(&a_block[ir * kc..(ir + MR) * kc], b_panel);
+                            let a_panel = &a_block[ir * kc..(ir + MR) * kc];
+                            // A last panel of at most half its columns (a small image's pixels)
+                            // computes only that half.
+                            let tile = if cols <= NR / 2 { micro_kernel_half(a_panel, b_panel) } else { micro_kernel(a_panel, b_panel) };
                             let rows = MR.min(mc - ir);
-                            let cols = NR.min(nc - jr);
                             store(&tile, alpha, c, (ic + ir) * ldc + jc + jr, ldc, rows, cols, add);
                         }
                     }
@@ -535,6 +588,45 @@ fn micro_kernel(a: &[f32], b: &[f32]) -> [[f32; NR]; MR] {
             v128_store(out.as_mut_ptr().cast::<v128>(), row[0]);
             v128_store(out.as_mut_ptr().add(4).cast::<v128>(), row[1]);
         }
+    }
+    tile
+}
+
+/// [`micro_kernel`] on the first `NR / 2` columns of the B panel; the other half of the tile is 0.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+#[inline(never)]
+#[allow(clippy::needless_range_loop)]
+fn micro_kernel_half(a: &[f32], b: &[f32]) -> [[f32; NR]; MR] {
+    let mut acc = [[0.0f32; NR]; MR];
+    for (a, b) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
+        let (Ok(a), Ok(b)) = (<&[f32; MR]>::try_from(a), <&[f32; NR]>::try_from(b)) else { continue };
+        for i in 0..MR {
+            for j in 0..NR / 2 {
+                acc[i][j] += a[i] * b[j];
+            }
+        }
+    }
+    acc
+}
+
+/// [`micro_kernel`] on the first `NR / 2` columns of the B panel (one vector accumulator a row);
+/// the other half of the tile is 0.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[inline(never)]
+fn micro_kernel_half(a: &[f32], b: &[f32]) -> [[f32; NR]; MR] {
+    use core::arch::wasm32::{f32x4_add, f32x4_mul, f32x4_splat, v128, v128_load, v128_store};
+    let mut acc = [f32x4_splat(0.0); MR];
+    for (a, b) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
+        // SAFETY: `b` holds NR = 8 floats, so the unaligned 16-byte load is in bounds.
+        let b0 = unsafe { v128_load(b.as_ptr().cast::<v128>()) };
+        for (row, &ai) in acc.iter_mut().zip(a) {
+            *row = f32x4_add(*row, f32x4_mul(f32x4_splat(ai), b0));
+        }
+    }
+    let mut tile = [[0.0f32; NR]; MR];
+    for (out, row) in tile.iter_mut().zip(&acc) {
+        // SAFETY: `out` holds 8 floats, so the unaligned 16-byte store is in bounds.
+        unsafe { v128_store(out.as_mut_ptr().cast::<v128>(), *row) };
     }
     tile
 }
