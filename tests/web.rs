@@ -85,6 +85,8 @@ fn float16_widening_matches_half_for_every_value() {
     webnn_wgpu::operand::widen_f16(&bits, &mut out);
     for (&h, &w) in bits.iter().zip(&out) {
         assert_eq!(w.to_bits(), half::f16::from_bits(h).to_f32().to_bits(), "half {h:#06x}");
+    }
+}
 
 /// The CPU backend's SIMD128 sigmoid (four lanes at a time) against its scalar function, bit for
 /// bit, over a sweep and the special values (NaN, infinities, signed zeros, subnormals, the
