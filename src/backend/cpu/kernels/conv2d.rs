@@ -619,8 +619,10 @@ impl Conv {
                 let fw = (tap % self.filter_size[1]) as i64;
                 let (lo, hi) = valid_range(out_w, 1, fw * self.dilations[1] - self.padding[1], self.input_size[1]);
                 for (row, offsets) in row.chunks_exact_mut(out_w).zip(offsets.chunks_exact(out_w)) {
-                    match channel.checked_add(offsets[lo.min(out_w - 1)]).and_then(|i| input.get(i..i + hi - lo)) {
-                        Some(run) if lo < hi => {
+                    // An offset into the padding wraps around: no run then, and no overflow.
+                    let start = (lo < hi).then(|| channel.checked_add(offsets[lo.min(out_w - 1)])).flatten();
+                    match start.and_then(|i| input.get(i..i.checked_add(hi - lo)?)) {
+                        Some(run) => {
                             row[..lo].fill(0.0);
                             row[lo..hi].copy_from_slice(run);
                             row[hi..].fill(0.0);
