@@ -78,6 +78,33 @@ impl Drop for HostCopy {
     }
 }
 
+/// A file-backed constant's host copy, while the host budget keeps it (both backends' loaders).
+#[derive(Default)]
+pub struct HostCopySlot(RefCell<Option<Rc<HostCopy>>>);
+
+impl HostCopySlot {
+    /// The copy, unless there is none or the host budget evicted it.
+    pub fn live(&self) -> Option<Rc<HostCopy>> {
+        self.0.borrow().as_ref().filter(|c| c.is_live()).cloned()
+    }
+
+    pub fn set(&self, copy: Rc<HostCopy>) {
+        *self.0.borrow_mut() = Some(copy);
+    }
+
+    /// Its bytes, if live.
+    pub fn bytes(&self) -> Option<u64> {
+        self.live().map(|c| c.size)
+    }
+
+    /// Lets go of the copy (`swapOut({to: "disk"})`).
+    pub fn clear(&self) {
+        if let Some(copy) = self.0.borrow_mut().take() {
+            copy.evict();
+        }
+    }
+}
+
 /// The context's host copies of file-backed constants and their budget.
 pub struct HostCacheState {
     budget: Cell<Option<u64>>,

@@ -3,7 +3,6 @@
 //! when a graph using them is made resident, and dropped when the last such graph leaves it
 //! (the `"disk"` tier): no copy stays in host memory but the host budget's.
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
@@ -11,7 +10,7 @@ use std::rc::{Rc, Weak};
 use crate::backend::cpu::context::{CpuContext, CpuInner};
 use crate::backend::cpu::tensor::CpuTensor;
 use crate::error::{Error, Result};
-use crate::memory::host_cache::HostCopy;
+use crate::memory::host_cache::HostCopySlot;
 use crate::memory::{FileBacked, HostBytes, Reread, SharedConstant};
 use crate::operand::{DataType, OperandDescriptor};
 use crate::weights::convert::read_tensor_into;
@@ -29,24 +28,19 @@ struct FileTensor<S> {
     descriptor: OperandDescriptor,
     options: LoadOptions,
     /// Its bytes in host memory, while the host budget keeps them.
-    host_copy: RefCell<Option<Rc<HostCopy>>>,
+    host_copy: HostCopySlot,
 }
 
 impl<S: Source + 'static> FileTensor<S> {
-    fn live_copy(&self) -> Option<Rc<HostCopy>> {
-        self.host_copy.borrow().as_ref().filter(|c| c.is_live()).cloned()
-    }
 }
 
 impl<S: Source + 'static> FileBacked for FileTensor<S> {
     fn host_copy_bytes(&self) -> Option<u64> {
-        self.live_copy().map(|c| c.size)
+        self.host_copy.bytes()
     }
 
     fn drop_host_copy(&self) {
-        if let Some(copy) = self.host_copy.borrow_mut().take() {
-            copy.evict();
-        }
+        self.host_copy.clear()
     }
 }
 
@@ -61,7 +55,7 @@ impl<S: Source + 'static> Reread for FileTensor<S> {
         Box::pin(async move {
             let context = self.context.upgrade().ok_or_else(|| Error::InvalidState("the MLContext is gone".into()))?;
             let memory = &context.memory;
-            if let Some(copy) = self.live_copy() {
+            if let Some(copy) = self.host_copy.live() {
                 if copy.copy_to(out) {
                     copy.touch(memory.tick());
                     return Ok(0);
@@ -72,7 +66,7 @@ impl<S: Source + 'static> Reread for FileTensor<S> {
             memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + read);
             if memory.host_cache.make_room(out.len() as u64) {
                 let bytes = HostBytes::outside_wasm(out, &memory.host_bytes);
-                *self.host_copy.borrow_mut() = Some(memory.host_cache.keep_bytes(bytes, memory.tick()));
+                self.host_copy.set(memory.host_cache.keep_bytes(bytes, memory.tick()));
             }
             Ok(read)
         })
@@ -99,7 +93,7 @@ pub async fn constant_tensor<S: Source + 'static>(
         stored,
         descriptor: descriptor.clone(),
         options: options.clone(),
-        host_copy: RefCell::new(None),
+        host_copy: HostCopySlot::default(),
     };
     let constant = Rc::new(SharedConstant::new_reread(descriptor.byte_length().div_ceil(4) * 4, Rc::new(reread)));
     context.preload(&constant).await?;
@@ -133,7 +127,7 @@ pub fn saved_constant<S: Source + 'static>(context: &CpuContext, key: &str, sour
         // Only the byte count matters: uint8 bytes are copied as they are.
         descriptor: OperandDescriptor::new(DataType::Uint8, vec![len as u32]),
         options: LoadOptions::default(),
-        host_copy: RefCell::new(None),
+        host_copy: HostCopySlot::default(),
     };
     let constant = Rc::new(SharedConstant::new_reread(len.div_ceil(4) * 4, Rc::new(reread)));
     saved.insert(key.to_string(), Rc::downgrade(&constant));

@@ -22,7 +22,7 @@ use crate::graph::{DataType, OperandDescriptor};
 use crate::memory::host::write_padded;
 use crate::memory::{FileBacked, Restream, SharedConstant};
 use crate::ops::wgsl::buffer_size;
-use crate::memory::host_cache::HostCopy;
+use crate::memory::host_cache::{HostCopy, HostCopySlot};
 use crate::backend::webgpu::queue::{PendingCopy, PendingPass};
 use crate::backend::webgpu::context::WeakContext;
 use crate::backend::webgpu::{Context, Tensor, TensorDescriptor};
@@ -128,7 +128,7 @@ struct FileTensor<S> {
     target: DataType,
     options: LoadOptions,
     /// Its bytes in host memory (see [`HostCache`]), while the host budget keeps them.
-    host_copy: RefCell<Option<Rc<HostCopy>>>,
+    host_copy: HostCopySlot,
 }
 
 impl<S: Source + 'static> FileTensor<S> {
@@ -146,7 +146,7 @@ impl<S: Source + 'static> FileTensor<S> {
             info: info.clone(),
             target: descriptor.data_type,
             options: options.clone(),
-            host_copy: RefCell::new(None),
+            host_copy: HostCopySlot::default(),
         })
     }
 
@@ -157,9 +157,6 @@ impl<S: Source + 'static> FileTensor<S> {
         context.inner.lanes.acquire(span).await
     }
 
-    fn live_copy(&self) -> Option<Rc<HostCopy>> {
-        self.host_copy.borrow().as_ref().filter(|c| c.is_live()).cloned()
-    }
 
     /// Fills `buffer` from the host copy if there is one, else from the file (through `lane`,
     /// or a lane it waits for), keeping a host copy when the host budget has room for it.
@@ -172,7 +169,7 @@ impl<S: Source + 'static> FileTensor<S> {
     ) -> Result<StreamStats> {
         let memory = &context.inner.memory;
         let cache = &memory.host_cache;
-        if let Some(copy) = self.live_copy() {
+        if let Some(copy) = self.host_copy.live() {
             copy.touch(memory.tick());
             restore(context, &copy, buffer)?;
             memory.bytes_uploaded.set(memory.bytes_uploaded.get() + copy.size);
@@ -208,7 +205,7 @@ impl<S: Source + 'static> FileTensor<S> {
                 pinned.unmap();
                 let copy = cache.keep(pinned, size, memory.tick());
                 restore(context, &copy, buffer)?;
-                *self.host_copy.borrow_mut() = Some(copy);
+                self.host_copy.set(copy);
                 stats
             }
             _ => stream_tensor(context, source, info, self.target, Destination::Queue(buffer), &self.options, progress).await?,
@@ -233,13 +230,11 @@ impl<S: Source + 'static> Restream for FileTensor<S> {
 
 impl<S: Source + 'static> FileBacked for FileTensor<S> {
     fn host_copy_bytes(&self) -> Option<u64> {
-        self.live_copy().map(|c| c.size)
+        self.host_copy.bytes()
     }
 
     fn drop_host_copy(&self) {
-        if let Some(copy) = self.host_copy.borrow_mut().take() {
-            copy.evict();
-        }
+        self.host_copy.clear()
     }
 }
 
