@@ -7,6 +7,7 @@ import sys
 
 DIMS = {'mm1024': (1024, 1024, 1024), 'mm2048': (2048, 2048, 2048), 'mm4096': (4096, 4096, 4096),
         'gemv': (1, 4096, 4096), 'gemv8192': (1, 8192, 8192)}
+DIMS.update({f'{name}h': dims for name, dims in DIMS.items()})  # the float16 shapes
 IMPLS = ['ours', 'tfjs', 'ort', 'wgsl']
 
 
@@ -21,7 +22,7 @@ def rate(shape, ms):
         return ''
     m, k, n = DIMS[shape]
     if m == 1:
-        return f'{4 * k * n / (ms * 1e6):.0f} GB/s'
+        return f"{(2 if shape.endswith('h') else 4) * k * n / (ms * 1e6):.0f} GB/s"
     return f'{2 * m * k * n / (ms * 1e9):.1f} TFLOP/s'
 
 

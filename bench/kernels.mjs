@@ -38,20 +38,23 @@ const DIMS = {
   mm2048: { M: 2048, K: 2048, N: 2048 }, mm4096: { M: 4096, K: 4096, N: 4096 }, gemv: { M: 1, K: 4096, N: 4096 },
   gemv8192: { M: 1, K: 8192, N: 8192 },
 };
+// The float16 shapes (suffix h) of kernels_page.js: the same products, float16 throughout.
+for (const s of Object.keys(DIMS)) DIMS[`${s}h`] = { ...DIMS[s], half: true };
 const LABEL = {
   mm256: 'matmul 256x256x256', mm512: 'matmul 512x512x512', mm1024: 'matmul 1024x1024x1024',
   mm2048: 'matmul 2048x2048x2048', mm4096: 'matmul 4096x4096x4096', gemv: 'GEMV 1x4096x4096',
   gemv8192: 'GEMV 1x8192x8192', mlp: 'MLP 1x512 -> 2048 -> gelu -> 512 -> add -> layerNorm',
 };
+for (const s of Object.keys(DIMS).filter((s) => DIMS[s].half)) LABEL[s] = `${LABEL[s.slice(0, -1)]} float16`;
 const gflops = (s, ms) => (2 * DIMS[s].M * DIMS[s].N * DIMS[s].K) / (ms * 1e6);
-const gbs = (s, ms) => (4 * (DIMS[s].K * DIMS[s].N + DIMS[s].M * (DIMS[s].K + DIMS[s].N))) / (ms * 1e6);
+const gbs = (s, ms) => ((DIMS[s].half ? 2 : 4) * (DIMS[s].K * DIMS[s].N + DIMS[s].M * (DIMS[s].K + DIMS[s].N))) / (ms * 1e6);
 // Higher is better: GFLOP/s for the matmuls, runs per second for the MLP.
 const speed = (s, ms) => (s === 'mlp' ? 1000 / ms : gflops(s, ms));
 const figure = (s, r) => {
   if (!r) return '–';
   if (r.error) return `error: ${r.error.slice(0, 80)}`;
   const base = s === 'mlp' ? `${r.ms.toFixed(2)} ms`
-    : s === 'gemv' ? `${gflops(s, r.ms).toFixed(3)} GFLOP/s, ${gbs(s, r.ms).toFixed(3)} GB/s (${r.ms.toFixed(0)} ms)`
+    : DIMS[s].M === 1 ? `${gflops(s, r.ms).toFixed(3)} GFLOP/s, ${gbs(s, r.ms).toFixed(3)} GB/s (${r.ms.toFixed(0)} ms)`
       : `${gflops(s, r.ms).toFixed(3)} GFLOP/s (${r.ms.toFixed(0)} ms)`;
   return `${base}${r.check.ok ? '' : ` **FAIL** (error ${r.check.worst.toPrecision(2)}x tolerance)`}`;
 };
@@ -70,6 +73,8 @@ try {
     results.cells[s] = {};
     for (const impl of impls) {
       if (impl === 'wgsl' && s === 'mlp') continue;
+      // float16: ours only (kernels_page.js says why the others have no cell).
+      if (DIMS[s]?.half && impl !== 'ours' && impl !== 'cpu') continue;
       log.length = 0;
       const t = Date.now();
       const r = await page.evaluate(([s, impl, opts]) => window.bench.cell(s, impl, opts), [s, impl, opts]);

@@ -21,6 +21,12 @@ export const SHAPES = {
   mm4096: { kind: 'matmul', M: 4096, K: 4096, N: 4096 },
   gemv: { kind: 'matmul', M: 1, K: 4096, N: 4096 },
   gemv8192: { kind: 'matmul', M: 1, K: 8192, N: 8192 },
+  // The same products in float16 (inputs, weight and output; ours accumulates in float32).
+  mm1024h: { kind: 'matmul', half: true, M: 1024, K: 1024, N: 1024 },
+  mm2048h: { kind: 'matmul', half: true, M: 2048, K: 2048, N: 2048 },
+  mm4096h: { kind: 'matmul', half: true, M: 4096, K: 4096, N: 4096 },
+  gemvh: { kind: 'matmul', half: true, M: 1, K: 4096, N: 4096 },
+  gemv8192h: { kind: 'matmul', half: true, M: 1, K: 8192, N: 8192 },
   mlp: { kind: 'mlp', D: 512, H: 2048 },
   // A transformer's feed-forward product with int8 weights, a scale per column:
   // x W with W = dequantizeLinear(q, scale, 0), one token and sixteen (all-MiniLM-L6's sizes).
@@ -58,6 +64,40 @@ function fill(n, rnd, scale = 1, offset = 0) {
   return a;
 }
 
+// float16 bits of a float32 value, rounded to nearest even (finite values of |v| < 65504).
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+function halfBits(v) {
+  f32[0] = v;
+  const x = u32[0];
+  const sign = (x >>> 16) & 0x8000;
+  const e = ((x >>> 23) & 0xff) - 127 + 15;
+  if (e <= 0) { // subnormal half: shift the mantissa with its hidden bit, round to even
+    if (e < -10) return sign;
+    const m = (x & 0x7fffff) | 0x800000;
+    const shift = 14 - e;
+    const half = m >>> shift;
+    const rest = m & ((1 << shift) - 1);
+    const mid = 1 << (shift - 1);
+    return sign | (half + (rest > mid || (rest === mid && (half & 1)) ? 1 : 0));
+  }
+  const m = x & 0x7fffff;
+  const bits = (e << 10) | (m >>> 13);
+  const rest = m & 0x1fff;
+  return sign | (bits + (rest > 0x1000 || (rest === 0x1000 && (bits & 1)) ? 1 : 0));
+}
+function halfValue(h) {
+  const e = (h >>> 10) & 0x1f;
+  const m = h & 0x3ff;
+  const v = e === 0 ? m * 2 ** -24 : e === 31 ? (m ? NaN : Infinity) : (1 + m / 1024) * 2 ** (e - 15);
+  return h & 0x8000 ? -v : v;
+}
+/** float16 bits of `a`, and `a` rounded to those values (what the float64 check reads). */
+function toHalf(a) {
+  const bits = Uint16Array.from(a, halfBits);
+  return [bits, Float32Array.from(bits, halfValue)];
+}
+
 const cache = new Map();
 function data(name) {
   if (cache.has(name)) return cache.get(name);
@@ -69,6 +109,9 @@ function data(name) {
     const Q = Int8Array.from({ length: s.K * s.N }, () => Math.round(254 * rnd() - 127));
     const S = Float32Array.from({ length: s.N }, () => (0.5 + rnd()) / 127 / Math.sqrt(s.K));
     d = { A: fill(s.M * s.K, rnd), Q, S, B: Float32Array.from(Q, (q, i) => q * S[i % s.N]) };
+  } else if (s.kind === 'matmul' && s.half) {
+    const [[Ah, A], [Bh, B]] = [toHalf(fill(s.M * s.K, rnd)), toHalf(fill(s.K * s.N, rnd))];
+    d = { A, B, Ah, Bh };
   } else if (s.kind === 'matmul') {
     d = { A: fill(s.M * s.K, rnd), B: fill(s.K * s.N, rnd) };
   } else if (s.kind === 'conv') {
@@ -140,7 +183,8 @@ function check(name, out) {
         ref += v;
         mag += Math.abs(v);
       }
-      const e = Math.abs(out[i * s.N + j] - ref) / (1e-4 * mag + 1e-6);
+      // A float16 output is also rounded once (relative 2^-11).
+      const e = Math.abs(out[i * s.N + j] - ref) / (1e-4 * mag + (s.half ? 1e-3 * Math.abs(ref) : 0) + 1e-6);
       worst = Math.max(worst, Number.isNaN(e) ? Infinity : e);
       checked++;
     }
@@ -196,11 +240,16 @@ async function ours(name, opts, contextOptions = {}) {
   const context = await navigator.ml.createContext(contextOptions);
   const b = new MLGraphBuilder(context);
   const c = (shape, values) => b.constant({ dataType: F32, shape }, values);
+  const dataType = s.half ? 'float16' : F32;
   let inShape;
   let outShape;
   let outputs;
   let input;
-  if (s.kind === 'matmul') {
+  if (s.kind === 'matmul' && s.half) {
+    [inShape, outShape, input] = [[s.M, s.K], [s.M, s.N], d.Ah];
+    const w = b.constant({ dataType, shape: [s.K, s.N] }, d.Bh);
+    outputs = { y: b.matmul(b.input('x', { dataType, shape: inShape }), w) };
+  } else if (s.kind === 'matmul') {
     [inShape, outShape, input] = [[s.M, s.K], [s.M, s.N], d.A];
     const w = s.quantized
       ? b.dequantizeLinear(b.constant({ dataType: 'int8', shape: [s.K, s.N] }, d.Q), c([1, s.N], d.S),
@@ -220,12 +269,12 @@ async function ours(name, opts, contextOptions = {}) {
     outputs = { y: b.layerNormalization(y, { axes: [1], epsilon: EPS, scale: c([s.D], d.gamma), bias: c([s.D], d.beta)}) };
   }
   const graph = await b.build(outputs);
-  const x = await context.createTensor({ dataType: F32, shape: inShape, writable: true });
-  const y = await context.createTensor({ dataType: F32, shape: outShape, readable: true });
+  const x = await context.createTensor({ dataType, shape: inShape, writable: true });
+  const y = await context.createTensor({ dataType, shape: outShape, readable: true });
   context.writeTensor(x, input);
+  const values = (bytes) => (s.half ? Float32Array.from(new Uint16Array(bytes), halfValue) : new Float32Array(bytes));
   try {
-    const r = await measure(() => context.dispatch(graph, { x }, { y }),
-      async () => new Float32Array(await context.readTensor(y)), opts);
+    const r = await measure(() => context.dispatch(graph, { x }, { y }), async () => values(await context.readTensor(y)), opts);
     return { ...r, backend: `navigator.ml (webnn-wgpu, pkg/), MLContext.accelerated ${context.accelerated}` };
   } finally {
     graph.destroy();
@@ -276,7 +325,18 @@ async function ortModel(name) {
   });
 }
 
+// float16 cells run on ours only: tfjs has no float16 type, and onnxruntime-web's WebGPU EP
+// and the plain kernel would need WebGPU's "shader-f16" (not built here: the adapters this page
+// has run on lack it, so the reason is reported with the adapter's answer).
+async function noHalf(name, who) {
+  if (!SHAPES[name].half) return;
+  const adapter = await navigator.gpu?.requestAdapter();
+  throw new Error(`${who}: no float16 cell (tfjs has no float16; ORT's WebGPU EP and plain WGSL need shader-f16; ` +
+    `this adapter ${adapter?.features.has('shader-f16') ? 'has' : 'lacks'} it)`);
+}
+
 async function ortRun(name, opts) {
+  await noHalf(name, 'onnxruntime-web');
   const ort = globalThis.ort;
   const s = SHAPES[name];
   const d = data(name);
@@ -315,6 +375,7 @@ async function ortRun(name, opts) {
 
 // ---- onnxruntime-web, wasm execution provider (the CPU library a visitor without a GPU gets) ----
 async function ortWasm(name, opts) {
+  await noHalf(name, 'onnxruntime-web');
   const ort = globalThis.ort;
   const s = SHAPES[name];
   const d = data(name);
@@ -336,6 +397,7 @@ async function ortWasm(name, opts) {
 
 // ---- tfjs, webgpu backend ----
 async function tfjs(name, opts) {
+  await noHalf(name, 'tfjs');
   const tf = globalThis.tf;
   if (!(await tf.setBackend('webgpu'))) throw new Error('tf.setBackend("webgpu") failed');
   await tf.ready();
@@ -420,6 +482,7 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
 }`;
 
 async function wgsl(name, opts) {
+  await noHalf(name, 'plain WGSL');
   const s = SHAPES[name];
   if (s.kind !== 'matmul') throw new Error('no hand-written kernel for this shape');
   const d = data(name);

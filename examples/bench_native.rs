@@ -123,13 +123,19 @@ fn time_dispatch(ctx: &Context, graph: &Graph, inputs: &[(String, webnn_wgpu::ba
     )
 }
 
-/// f32 matmul [m,k] x [k,n] with the weight as a constant, as a model holds it; with
-/// `transposed` the weight is stored [n,k] and multiplied through gemm's bTranspose.
-fn matmul_seconds(ctx: &Context, m: u32, k: u32, n: u32, transposed: bool, reps: usize) -> f64 {
+/// matmul [m,k] x [k,n] of `dtype` (float32 or float16) with the weight as a constant, as a
+/// model holds it; with `transposed` the weight is stored [n,k] and multiplied through gemm's
+/// bTranspose.
+fn matmul_seconds(ctx: &Context, dtype: DataType, m: u32, k: u32, n: u32, transposed: bool, reps: usize) -> f64 {
     use webnn_wgpu::ops::matmul::GemmOptions;
     use webnn_wgpu::backend::webgpu::TensorDescriptor;
-    let a = OperandDescriptor::new(DataType::Float32, vec![m, k]);
-    let w: Vec<u8> = (0..k as u64 * n as u64).flat_map(|i| (((i % 17) as f32 - 8.0) / 64.0).to_le_bytes()).collect();
+    let a = OperandDescriptor::new(dtype, vec![m, k]);
+    let value = |i: u64| ((i % 17) as f32 - 8.0) / 64.0;
+    let w: Vec<u8> = if dtype == DataType::Float16 {
+        (0..k as u64 * n as u64).flat_map(|i| half::f16::from_f32(value(i)).to_le_bytes()).collect()
+    } else {
+        (0..k as u64 * n as u64).flat_map(|i| value(i).to_le_bytes()).collect()
+    };
     let mut b = GraphBuilder::new(ctx).unwrap();
     let x = b.input("x", a.clone()).unwrap();
     let (shape, op) = if transposed {
@@ -137,12 +143,12 @@ fn matmul_seconds(ctx: &Context, m: u32, k: u32, n: u32, transposed: bool, reps:
     } else {
         (vec![k, n], Op::Matmul)
     };
-    let c = b.constant(OperandDescriptor::new(DataType::Float32, shape), &w).unwrap();
+    let c = b.constant(OperandDescriptor::new(dtype, shape), &w).unwrap();
     let y = b.operator1(op, &[x, c], "").unwrap();
     let graph = pollster::block_on(b.build(&[("y".into(), y)])).unwrap();
     let tensor = |d: OperandDescriptor| pollster::block_on(ctx.create_tensor(TensorDescriptor { operand: d, readable: true, writable: true })).unwrap();
     let input = tensor(a);
-    let output = tensor(OperandDescriptor::new(DataType::Float32, vec![m, n]));
+    let output = tensor(OperandDescriptor::new(dtype, vec![m, n]));
     time_dispatch(ctx, &graph, &[("x".into(), input)], &[("y".into(), output)], reps)
 }
 
@@ -240,10 +246,20 @@ fn matmul(ctx: &Context) {
     println!("|---|---|---|---|");
     for s in sizes("BENCH_MATMUL", &[1024, 4096]) {
         let reps = if s >= 4096 { 5 } else { 20 };
-        let t = matmul_seconds(ctx, s, s, s, false, reps);
-        let tflops = 2.0 * (s as f64).powi(3) / t / 1e12;
-        let ratio = torch.map(|r| format!("{:.0}% of cuBLAS {r}", 100.0 * tflops / r)).unwrap_or_default();
-        println!("| {s}x{s}x{s} f32 | {:.3} ms | {tflops:.3} TFLOP/s | {ratio} |", t * 1e3);
+        let t32 = matmul_seconds(ctx, DataType::Float32, s, s, s, false, reps);
+        for (kind, t) in [
+            ("f32", t32),
+            ("f16 (stored as float16, computed in f32)", matmul_seconds(ctx, DataType::Float16, s, s, s, false, reps)),
+            ("f32, the plain WGSL kernel of bench/kernels_page.js", plain_matmul_seconds(ctx, s, reps)),
+        ] {
+            let tflops = 2.0 * (s as f64).powi(3) / t / 1e12;
+            let ratio = if kind == "f32" {
+                torch.map(|r| format!("{:.0}% of cuBLAS {r}", 100.0 * tflops / r)).unwrap_or_default()
+            } else {
+                format!("{:.2}x our f32", t32 / t)
+            };
+            println!("| {s}x{s}x{s} {kind} | {:.3} ms | {tflops:.3} TFLOP/s | {ratio} |", t * 1e3);
+        }
     }
     // GEMV reads the whole weight once: bandwidth is what bounds it. With subgroups on the
     // GPU (and WEBNN_WGPU_SUBGROUPS unset), each shape runs with the subgroup reduction and with
@@ -266,7 +282,7 @@ fn matmul(ctx: &Context) {
                     Some(v) => std::env::set_var("WEBNN_WGPU_SUBGROUPS", v),
                     None => std::env::remove_var("WEBNN_WGPU_SUBGROUPS"),
                 }
-                let t = matmul_seconds(ctx, 1, s, s, transposed, 50);
+                let t = matmul_seconds(ctx, DataType::Float32, 1, s, s, transposed, 50);
                 let gbs = 4.0 * s as f64 * s as f64 / t;
                 let layout = if transposed { "weight [N,K], gemm bTranspose" } else { "weight [K,N]" };
                 let reduce = if reduction.is_some() { "workgroup memory" } else { default };
@@ -280,9 +296,105 @@ fn matmul(ctx: &Context) {
             if both {
                 std::env::remove_var("WEBNN_WGPU_SUBGROUPS");
             }
+            let t = matmul_seconds(ctx, DataType::Float16, 1, s, s, transposed, 50);
+            let gbs = 2.0 * s as f64 * s as f64 / t;
+            let layout = if transposed { "weight [N,K], gemm bTranspose" } else { "weight [K,N]" };
+            println!(
+                "| 1x{s}x{s} f16 GEMV, {layout}, {default} | {:.3} ms | {:.1} GB/s of weights | {:.0}% of device copy |",
+                t * 1e3,
+                gbs / 1e9,
+                100.0 * gbs / copy
+            );
         }
     }
 }
+
+/// The plain hand-written WGSL matmul of `bench/kernels_page.js` (64x64 tiles, 4x4 per
+/// invocation) on s x s x s: the same WGSL the browser page runs through Dawn and Tint, here
+/// through naga, so the two compilers can be compared on one kernel.
+fn plain_matmul_seconds(ctx: &Context, s: u32, reps: usize) -> f64 {
+    let device = ctx.device();
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("plain matmul"),
+        source: wgpu::ShaderSource::Wgsl(PLAIN_MATMUL_WGSL.into()),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("plain matmul"),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let bytes = 4 * s as u64 * s as u64;
+    let storage = |usage| device.create_buffer(&wgpu::BufferDescriptor { label: None, size: bytes, usage, mapped_at_creation: false });
+    let (a, b, c) = (storage(wgpu::BufferUsages::STORAGE), storage(wgpu::BufferUsages::STORAGE), storage(wgpu::BufferUsages::STORAGE));
+    let dims = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 16,
+        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    ctx.queue().write_buffer(&dims, 0, bytemuck::cast_slice(&[s, s, s, 0]));
+    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[
+            wgpu::BindGroupEntry { binding: 0, resource: a.as_entire_binding() },
+            wgpu::BindGroupEntry { binding: 1, resource: b.as_entire_binding() },
+            wgpu::BindGroupEntry { binding: 2, resource: c.as_entire_binding() },
+            wgpu::BindGroupEntry { binding: 3, resource: dims.as_entire_binding() },
+        ],
+    });
+    let run = |reps: usize| {
+        let t = Instant::now();
+        let mut encoder = device.create_command_encoder(&Default::default());
+        for _ in 0..reps {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(s / 64, s / 64, 1);
+        }
+        ctx.queue().submit([encoder.finish()]);
+        pollster::block_on(ctx.flush()).unwrap();
+        t.elapsed().as_secs_f64() / reps as f64
+    };
+    run(1);
+    median((0..3).map(|_| run(reps)).collect())
+}
+
+/// bench/kernels_page.js's MATMUL_WGSL, verbatim.
+const PLAIN_MATMUL_WGSL: &str = "
+struct Dims { M: u32, N: u32, K: u32 }
+@group(0) @binding(0) var<storage, read> A: array<f32>;
+@group(0) @binding(1) var<storage, read> B: array<f32>;
+@group(0) @binding(2) var<storage, read_write> C: array<f32>;
+@group(0) @binding(3) var<uniform> d: Dims;
+var<workgroup> As: array<f32, 1024>; // [k][row], 16 x 64
+var<workgroup> Bs: array<f32, 1024>; // [k][col], 16 x 64
+@compute @workgroup_size(16, 16)
+fn main(@builtin(local_invocation_id) l: vec3u, @builtin(workgroup_id) w: vec3u) {
+  let tid = l.y * 16u + l.x;
+  var acc: array<vec4f, 4>;
+  for (var k0 = 0u; k0 < d.K; k0 += 16u) {
+    for (var i = 0u; i < 4u; i++) {
+      let e = tid + i * 256u;
+      As[(e % 16u) * 64u + e / 16u] = A[(w.y * 64u + e / 16u) * d.K + k0 + e % 16u];
+      Bs[e] = B[(k0 + e / 64u) * d.N + w.x * 64u + e % 64u];
+    }
+    workgroupBarrier();
+    for (var k = 0u; k < 16u; k++) {
+      let a = vec4f(As[k * 64u + l.y * 4u], As[k * 64u + l.y * 4u + 1u], As[k * 64u + l.y * 4u + 2u], As[k * 64u + l.y * 4u + 3u]);
+      let b = vec4f(Bs[k * 64u + l.x * 4u], Bs[k * 64u + l.x * 4u + 1u], Bs[k * 64u + l.x * 4u + 2u], Bs[k * 64u + l.x * 4u + 3u]);
+      acc[0] += a.x * b; acc[1] += a.y * b; acc[2] += a.z * b; acc[3] += a.w * b;
+    }
+    workgroupBarrier();
+  }
+  for (var r = 0u; r < 4u; r++) {
+    let o = (w.y * 64u + l.y * 4u + r) * d.N + w.x * 64u + l.x * 4u;
+    C[o] = acc[r].x; C[o + 1u] = acc[r].y; C[o + 2u] = acc[r].z; C[o + 3u] = acc[r].w;
+  }
+}";
 
 /// Microseconds per call of `op` (median of 5 batches of `n`), and per call once the GPU
 /// finished the batch.
