@@ -41,3 +41,7 @@ for run in runs:
                     if 'tokensPerSecond' in v else f"{mode} {v.get('error')}" for mode, v in run.get('moe', {}).items())
     print(f'\nMoE tokens/s: {moe}')
     print('round trips (ms): ' + '; '.join(f'{p} {ms:.3f}' for p, ms in run.get('roundtrip', [])))
+    for r in run.get('memory', {}).get('rows', []):
+        print(f"memory {r['mib']} MiB: writeBuffer {r['raw']:.2f} ms, create + writeBuffer {r['rawCreate']:.2f}, "
+              f"swapIn {r['swapIn']:.2f} ({100 * r['raw'] / r['swapIn']:.0f}% of writeBuffer), "
+              f"at the budget {r['swapInBudget']:.2f} ({100 * r['raw'] / r['swapInBudget']:.0f}%), swapOut {r['swapOut']:.2f}, rebuild {r['rebuild']:.1f}")
