@@ -322,6 +322,34 @@ pub fn widen_f16(bits: &[u16], out: &mut [f32]) {
     }
 }
 
+/// float32 values narrowed to float16 bits, rounded to nearest even, exactly as IEEE 754 and the
+/// `half` crate convert them (NaNs quieted, the payload's top bits kept), in a form LLVM
+/// vectorizes (`half`'s fallback goes element by element with branches). Normal results are
+/// rebiased and rounded with integer adds; results below float16's smallest normal come from one
+/// float32 addition of 0.5, whose rounding places the subnormal's bits.
+pub fn narrow_f16(values: &[f32], out: &mut [u16]) {
+    const HALF: u32 = 0x3f00_0000; // 0.5: its ulp is float16's smallest subnormal, 2^-24
+    for (o, &v) in out.iter_mut().zip(values) {
+        let x = v.to_bits();
+        let a = x & 0x7fff_ffff;
+        // Exponent rebiased by (15 - 127) << 23, plus just under half an ulp and the kept bit's
+        // parity: ties go to even, and a carry out of the mantissa moves up the exponent.
+        let normal = a.wrapping_add(0xc800_0fff).wrapping_add((a >> 13) & 1) >> 13;
+        let subnormal = (f32::from_bits(a) + f32::from_bits(HALF)).to_bits().wrapping_sub(HALF);
+        let nan = 0x7e00 | (a >> 13) & 0x03ff;
+        let h = if a > 0x7f80_0000 {
+            nan
+        } else if a >= 0x4780_0000 {
+            0x7c00 // at or beyond 2^16: infinity (65520 and up round there too, on the normal path)
+        } else if a < 0x3880_0000 {
+            subnormal
+        } else {
+            normal
+        };
+        *o = (h | (x >> 16) & 0x8000) as u16;
+    }
+}
+
 /// Row-major strides of a shape, in elements; saturated at `u64::MAX` for shapes whose element
 /// count overflows (which validation rejects).
 pub fn strides(shape: &[u32]) -> Vec<u64> {

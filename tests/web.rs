@@ -88,6 +88,20 @@ fn float16_widening_matches_half_for_every_value() {
     }
 }
 
+/// float16 narrowing (vectorized, the CPU backend's float16 outputs) against the `half` crate's
+/// software conversion, bit for bit: every top 16 bits of a float32 with low bits at and around
+/// the rounding points, as tests/weights.rs checks natively.
+#[wasm_bindgen_test]
+fn float16_narrowing_matches_half() {
+    let lows = [0u32, 1, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x3000, 0x7fff, 0x8000, 0x8001, 0xffff];
+    let values: Vec<f32> = (0..=0xffffu32).flat_map(|hi| lows.iter().map(move |lo| f32::from_bits(hi << 16 | lo))).collect();
+    let mut out = vec![0u16; values.len()];
+    webnn_wgpu::operand::narrow_f16(&values, &mut out);
+    for (&v, &h) in values.iter().zip(&out) {
+        assert_eq!(h, half::f16::from_f32(v).to_bits(), "float32 {:#010x}", v.to_bits());
+    }
+}
+
 /// The CPU backend's SIMD128 sigmoid (four lanes at a time) against its scalar function, bit for
 /// bit, over a sweep and the special values (NaN, infinities, signed zeros, subnormals, the
 /// exponent's clamp bounds); a length of 4k + 3 runs the scalar tail too.

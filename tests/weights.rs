@@ -849,3 +849,26 @@ fn float16_widening_matches_half_for_every_value() {
         assert_eq!(w.to_bits(), f16::from_bits(h).to_f32().to_bits(), "half {h:#06x}");
     }
 }
+
+/// float16 narrowing (vectorized, used by the CPU backend's float16 outputs) against the `half`
+/// crate, bit for bit: every float32 whose top 16 bits vary, with low bits at and around each
+/// rounding point (ties, just below and above, for normal and subnormal results), and a million
+/// pseudo-random bit patterns.
+#[test]
+fn float16_narrowing_matches_half() {
+    let lows = [0u32, 1, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x3000, 0x7fff, 0x8000, 0x8001, 0xffff, 0x4000, 0xc000, 0x0800, 0x1800];
+    let mut bits: Vec<u32> = (0..=0xffffu32).flat_map(|hi| lows.iter().map(move |lo| hi << 16 | lo)).collect();
+    let mut state = 0x2545_f491u32;
+    bits.extend((0..1 << 20).map(|_| {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        state
+    }));
+    let values: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
+    let mut out = vec![0u16; values.len()];
+    webnn_wgpu::operand::narrow_f16(&values, &mut out);
+    for (&v, &h) in values.iter().zip(&out) {
+        assert_eq!(h, f16::from_f32(v).to_bits(), "float32 {:#010x}", v.to_bits());
+    }
+}

@@ -253,7 +253,7 @@ fn float16_to_float32(bytes: &Buffer, counter: &Rc<Cell<u64>>) -> Result<Buffer>
 fn float32_to_float16(wide: &Buffer, counter: &Rc<Cell<u64>>) -> Result<Buffer> {
     let mut narrow = Buffer::zeroed(wide.len() / 2, counter)?;
     let halves: &mut [u16] = bytemuck::try_cast_slice_mut(narrow.bytes_mut()).map_err(|_| Error::Operation("float16 bytes are not aligned".into()))?;
-    halves.iter_mut().zip(wide.f32()).for_each(|(h, &w)| *h = half::f16::from_f32(w).to_bits());
+    crate::operand::narrow_f16(wide.f32(), halves);
     Ok(narrow)
 }
 
