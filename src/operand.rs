@@ -310,16 +310,22 @@ impl std::fmt::Display for OperandDescriptor {
 /// exponent and mantissa move to float32's place and are scaled by 2^112, which is exact for
 /// normal and subnormal halves; infinities and NaNs get float32's all-ones exponent instead.
 pub fn widen_f16(bits: &[u16], out: &mut [f32]) {
-    const SCALE: f32 = f32::from_bits(0x7780_0000); // 2^112
     for (o, &h) in out.iter_mut().zip(bits) {
-        let h = h as u32;
-        let magnitude = (h & 0x7fff) << 13;
-        let finite = (f32::from_bits(magnitude) * SCALE).to_bits();
-        let quiet = if h & 0x03ff != 0 { 0x0040_0000 } else { 0 };
-        let special = magnitude | 0x7f80_0000 | quiet;
-        let bits = if h & 0x7c00 == 0x7c00 { special } else { finite };
-        *o = f32::from_bits(bits | (h & 0x8000) << 16);
+        *o = f16_to_f32(h);
     }
+}
+
+/// One float16 value widened as [`widen_f16`] does, for kernels that widen while they compute.
+#[inline(always)]
+pub fn f16_to_f32(h: u16) -> f32 {
+    const SCALE: f32 = f32::from_bits(0x7780_0000); // 2^112
+    let h = h as u32;
+    let magnitude = (h & 0x7fff) << 13;
+    let finite = (f32::from_bits(magnitude) * SCALE).to_bits();
+    let quiet = if h & 0x03ff != 0 { 0x0040_0000 } else { 0 };
+    let special = magnitude | 0x7f80_0000 | quiet;
+    let bits = if h & 0x7c00 == 0x7c00 { special } else { finite };
+    f32::from_bits(bits | (h & 0x8000) << 16)
 }
 
 /// float32 values narrowed to float16 bits, rounded to nearest even, exactly as IEEE 754 and the

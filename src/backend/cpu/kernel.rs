@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use crate::backend::cpu::buffer::Buffer;
 use crate::backend::cpu::kernels::chain::Chain;
-use crate::backend::cpu::kernels::{conv2d, float32, gather, gemm, quantized, typed};
+use crate::backend::cpu::kernels::{conv2d, float16, float32, gather, gemm, quantized, typed};
 use crate::error::{Error, Result};
 use crate::operand::{DataType, OperandDescriptor};
 use crate::ops::conv2d::{conv2d_geometry, conv_transpose2d_geometry, ConvGeometry};
@@ -50,6 +50,10 @@ pub enum Kernel {
     /// packed once ([`quantized::QuantizedB`]) and the product runs on the operands listed (A,
     /// the quantized constant, its scale and zero point, then C).
     Dequantized { product: Op, reads: Vec<usize>, packed: Prepacked<quantized::QuantizedB> },
+    /// matmul with a rank-2 B, or gemm without aTranspose, all of whose operands are float16
+    /// ([`float16`]): a single row streams B's float16 bits, larger products use B widened and
+    /// packed once when B is a constant (`packed`), else for the call.
+    Float16Product { product: Op, packed: Option<Prepacked<gemm::Packed>> },
 }
 
 impl Kernel {
@@ -60,6 +64,15 @@ impl Kernel {
         }
         if typed::handles(op, inputs, outputs) {
             return Ok(Kernel::Typed);
+        }
+        let halves = inputs.iter().chain(outputs).all(|d| d.data_type == DataType::Float16);
+        let product = match op {
+            Op::Matmul => inputs.get(1).is_some_and(|b| b.shape.len() == 2),
+            Op::Gemm(o) => !o.a_transpose,
+            _ => false,
+        };
+        if halves && product && outputs.len() == 1 {
+            return Ok(Kernel::Float16Product { product: op.clone(), packed: (constant.get(1) == Some(&true)).then(Prepacked::default) });
         }
         let floats = inputs.iter().chain(outputs).all(|d| matches!(d.data_type, DataType::Float32 | DataType::Float16));
         if floats && inputs.iter().chain(outputs).any(|d| d.data_type == DataType::Float16) {
@@ -141,6 +154,34 @@ impl Kernel {
                     _ => Err(Error::Operation(format!("{} does not read a dequantized B", product.name()))),
                 }
             }),
+            Kernel::Float16Product { product, packed } => {
+                let operand = |k: usize| inputs.get(k).ok_or_else(|| Error::Operation(format!("{}: input {k} is missing", op.name())));
+                let ((a_descriptor, a), (b_descriptor, b)) = (operand(0)?, operand(1)?);
+                let dims = float16::dims(product, &a_descriptor.shape, &b_descriptor.shape)?;
+                let a = float16_to_float32(a, counter)?;
+                let bits: &[u16] = bytemuck::try_cast_slice(&b.bytes()[..b.len() / 2 * 2]).map_err(|_| Error::Operation("float16 bytes are not aligned".into()))?;
+                let (_, k, n, transposed) = dims;
+                // Packed from this call's bits of B, which are the buffer `get` keys it by.
+                let build = |_: &Buffer| float16::pack(bits, (k, n), transposed);
+                let pack = || match packed {
+                    Some(p) => p.get(b, memory, gemm::Packed::right_bytes(k, n), build, gemm::Packed::bytes),
+                    None => Ok(None),
+                };
+                let descriptor = outputs.first().ok_or_else(|| Error::Operation(format!("{}: no output", op.name())))?;
+                let mut wide = Buffer::zeroed(descriptor.byte_length() as usize * 2, counter)?;
+                let (alpha, accumulate) = match product {
+                    Op::Gemm(o) if o.has_c => {
+                        let (c_descriptor, c) = operand(2)?;
+                        let c = float16_to_float32(c, counter)?;
+                        gemm::fill_c((c.f32(), &c_descriptor.shape), o.beta as f32, dims.0, n, wide.f32_mut())?;
+                        (o.alpha as f32, true)
+                    }
+                    Op::Gemm(o) => (o.alpha as f32, false),
+                    _ => (1.0, false),
+                };
+                float16::product(a.f32(), bits, dims, &pack, alpha, wide.f32_mut(), accumulate)?;
+                Ok(vec![Rc::new(float32_to_float16(&wide, counter)?)])
+            }
             Kernel::Alias => inputs.first().map(|(_, b)| vec![b.clone()]).ok_or_else(|| Error::Operation("reshape has no input".into())),
             Kernel::Matmul(prepacked) => float32_output(&mut |out| {
                 let (k, n) = (shape(1)[0] as usize, shape(1)[1] as usize);
@@ -327,6 +368,7 @@ impl Kernel {
             Kernel::Matmul(Some(p)) | Kernel::Gemm(_, Some(p)) => p.release(),
             Kernel::Conv2d(_, Some(p)) => p.release(),
             Kernel::Dequantized { packed, .. } => packed.release(),
+            Kernel::Float16Product { packed: Some(p), .. } => p.release(),
             _ => {}
         }
     }

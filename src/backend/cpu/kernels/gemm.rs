@@ -647,6 +647,23 @@ pub(super) fn check_len(what: &str, shape: &[u32], len: usize) -> Result<usize> 
     Ok(count)
 }
 
+/// [`gemm`] of `a` by a B given only packed ([`Packed::right`]: float16 weights, never stored
+/// whole as float32), for products of at least two rows and two columns.
+pub fn gemm_packed_b(a: Matrix, b: &Packed, alpha: f32, c: &mut [f32], ldc: usize, accumulate: bool) -> Result<()> {
+    let (m, k, n) = (a.rows, b.rows, b.cols);
+    if b.left || a.cols != k || m <= 1 || n <= 1 || k == 0 {
+        return Err(Error::Operation(format!("gemm: a {m} x {} by a packed {k} x {n} B is not a product this path runs", a.cols)));
+    }
+    a.check("a")?;
+    let fits = (m - 1).checked_mul(ldc).and_then(|i| i.checked_add(n)).is_some_and(|end| end <= c.len());
+    if ldc < n || !fits {
+        return Err(Error::Operation(format!("gemm: a {m} x {n} output with row stride {ldc} exceeds {} elements", c.len())));
+    }
+    // B's shape for the blocking; its values are only read packed.
+    let shape = Matrix { data: &[], offset: 0, rows: k, cols: n, row_stride: 0, col_stride: 0 };
+    packed(a, None, shape, Some(&b.data), alpha, c, ldc, accumulate)
+}
+
 /// WebNN matmul: `a` of shape `[..., M, K]`, `b` of `[..., K, N]`, batch dimensions broadcast
 /// (numpy rules, the shorter left-padded with 1s); `out` is the broadcast `[..., M, N]`.
 pub fn matmul(a: &[f32], a_shape: &[u32], b: &[f32], b_shape: &[u32], out: &mut [f32]) -> Result<()> {
@@ -769,7 +786,7 @@ pub fn gemm_op_prepacked(
 
 /// Fills the `m x n` output with `beta * C`, C (shape `[]`, `[N]`, `[1, N]`, `[M, 1]`, `[M, N]`,
 /// ...) broadcast to `[M, N]`: gemm's product is then added to it.
-pub(super) fn fill_c((c, c_shape): (&[f32], &[u32]), beta: f32, m: usize, n: usize, out: &mut [f32]) -> Result<()> {
+pub fn fill_c((c, c_shape): (&[f32], &[u32]), beta: f32, m: usize, n: usize, out: &mut [f32]) -> Result<()> {
     check_len("gemm c", c_shape, c.len())?;
     // C's shape left-padded to [rows, cols], each 1 (broadcast) or the output's.
     let dims = match *c_shape {

@@ -5,6 +5,7 @@ pub mod conv2d;
 pub mod gemm;
 pub mod scratch;
 pub mod elementwise;
+pub mod float16;
 pub mod float32;
 pub mod gather;
 pub mod movement;
