@@ -68,6 +68,8 @@ impl Context {
         // The graph is in flight, not evictable, from its swap-in for this recording to the
         // recording; while the dispatch only waits in the queue it may be evicted, since it is
         // swapped in again when its turn comes.
+        // Its files are read now, in flight while the work before it runs.
+        let ahead = Some(graph.read_ahead(true));
         let g = graph.clone();
         let swapped_in = first.is_some();
         if swapped_in {
@@ -82,7 +84,7 @@ impl Context {
                     return Err(Error::InvalidState("the MLGraph was destroyed before its dispatch ran".into()));
                 }
                 g.make_resident(first, out_of_memory_unknown).await?;
-                g.stream_constants().await?;
+                g.stream_constants(ahead).await?;
                 g.context().allocations_confirmed().await;
                 Ok(())
             }
