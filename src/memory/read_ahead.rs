@@ -118,8 +118,8 @@ pub struct ReadAhead {
 }
 
 impl ReadAhead {
-    /// Starts the merged reads of `files` (each with its range), in order until they hold
-    /// [`MAX_BATCH`] bytes; with `queued`, only while the context's read-ahead for queued
+    /// Starts the merged reads of `files` (each with its range), in order while they hold at
+    /// most [`MAX_BATCH`] bytes; with `queued`, only while the context's read-ahead for queued
     /// dispatches (`counter`) stays within [`MAX_QUEUED`]. Each read runs on its own, so that
     /// they are in flight at once.
     pub fn start<'a>(files: impl IntoIterator<Item = (FileRange, &'a dyn FileBacked)>, counter: &Rc<Cell<u64>>, queued: bool) -> ReadAhead {
@@ -130,10 +130,12 @@ impl ReadAhead {
             if range.len > MAX_READ {
                 continue;
             }
-            if total + range.len > limit {
+            // A merged read holds at most one gap per range besides the ranges' bytes.
+            let most = range.len + MAX_GAP;
+            if total + most > limit {
                 break;
             }
-            total += range.len;
+            total += most;
             chosen.push((range, file));
         }
         let reads: Vec<_> = merge_with(chosen)
