@@ -36,34 +36,36 @@ impl FileRange {
 /// Unused bytes a merged read takes rather than splitting in two.
 pub const MAX_GAP: u64 = 64 << 10;
 /// The largest merged read; a larger constant streams from its file on its own, in chunks.
-pub const MAX_READ: u64 = 8 << 20;
+/// The bytes pass through wasm memory, which never shrinks: these bounds keep what it grows by small.
+pub const MAX_READ: u64 = 4 << 20;
 /// The bytes one read-ahead holds: a swap-in of a larger graph reads batch after batch.
-pub const MAX_BATCH: u64 = 32 << 20;
+pub const MAX_BATCH: u64 = 16 << 20;
 /// The bytes read ahead for dispatches waiting in the queue, for a whole context.
-pub const MAX_QUEUED: u64 = 64 << 20;
+pub const MAX_QUEUED: u64 = 32 << 20;
 
 /// The reads that cover `ranges`: sorted by source and offset, neighbours merged while the gap
 /// between them is at most [`MAX_GAP`] and the read at most [`MAX_READ`]; ranges longer than
 /// that are left out.
 pub fn merge(ranges: &[FileRange]) -> Vec<FileRange> {
-    merge_with(ranges.iter().map(|&r| (r, ()))).into_iter().map(|(r, ())| r).collect()
+    merge_with(ranges.iter().map(|&r| (r, ()))).into_iter().map(|(r, (), _)| r).collect()
 }
 
-/// [`merge`], each read with the item of its first range.
-fn merge_with<T>(items: impl IntoIterator<Item = (FileRange, T)>) -> Vec<(FileRange, T)> {
+/// [`merge`], each read with the item of its first range and the count of its ranges.
+fn merge_with<T>(items: impl IntoIterator<Item = (FileRange, T)>) -> Vec<(FileRange, T, usize)> {
     let mut sorted: Vec<(FileRange, T)> = items.into_iter().filter(|(r, _)| r.len > 0 && r.len <= MAX_READ).collect();
     sorted.sort_by_key(|(r, _)| (r.source, r.offset));
-    let mut reads: Vec<(FileRange, T)> = Vec::new();
+    let mut reads: Vec<(FileRange, T, usize)> = Vec::new();
     for (range, item) in sorted {
         match reads.last_mut() {
-            Some((last, _))
+            Some((last, _, count))
                 if last.source == range.source
                     && range.offset <= last.end().saturating_add(MAX_GAP)
                     && range.end().max(last.end()) - last.offset <= MAX_READ =>
             {
                 last.len = range.end().max(last.end()) - last.offset;
+                *count += 1;
             }
-            _ => reads.push((range, item)),
+            _ => reads.push((range, item, 1)),
         }
     }
     reads
@@ -91,6 +93,8 @@ impl Drop for Held {
 #[derive(Default)]
 pub struct Windows {
     list: Vec<Prefetched>,
+    /// The ranges the read-ahead took (read, or left to stream alone), sorted.
+    taken: Vec<FileRange>,
     _held: Option<Held>,
 }
 
@@ -104,24 +108,30 @@ impl Windows {
         self.list.get(after.checked_sub(1)?).filter(|p| p.range.covers(&range))
     }
 
-    /// Whether `range` is one to read ahead that these bytes lack: a constant that must come
-    /// from its file and finds none of it here starts the next read-ahead.
+    /// Whether `range` is one to read ahead that this read-ahead did not take: a constant that
+    /// must come from its file and was not taken starts the next read-ahead.
     pub fn wants(&self, range: FileRange) -> bool {
-        0 < range.len && range.len <= MAX_READ && self.find(Some(range)).is_none()
+        0 < range.len && range.len <= MAX_READ && self.taken.binary_search_by_key(&key(&range), key).is_err()
     }
+}
+
+fn key(range: &FileRange) -> (usize, u64, u64) {
+    (range.source, range.offset, range.len)
 }
 
 /// Merged reads in flight.
 pub struct ReadAhead {
     reads: Vec<(FileRange, oneshot::Receiver<Result<Vec<u8>>>)>,
+    taken: Vec<FileRange>,
     held: Held,
 }
 
 impl ReadAhead {
     /// Starts the merged reads of `files` (each with its range), in order while they hold at
-    /// most [`MAX_BATCH`] bytes; with `queued`, only while the context's read-ahead for queued
-    /// dispatches (`counter`) stays within [`MAX_QUEUED`]. Each read runs on its own, so that
-    /// they are in flight at once.
+    /// most [`MAX_BATCH`] bytes; with `queued` (a dispatch waiting behind other work), also the
+    /// reads of lone ranges, and only while the context's read-ahead for queued dispatches
+    /// (`counter`) stays within [`MAX_QUEUED`]. Each read runs on its own, so that they are in
+    /// flight at once.
     pub fn start<'a>(files: impl IntoIterator<Item = (FileRange, &'a dyn FileBacked)>, counter: &Rc<Cell<u64>>, queued: bool) -> ReadAhead {
         let limit = if queued { MAX_QUEUED.saturating_sub(counter.get()).min(MAX_BATCH) } else { MAX_BATCH };
         let mut chosen: Vec<(FileRange, &dyn FileBacked)> = Vec::new();
@@ -138,9 +148,15 @@ impl ReadAhead {
             total += most;
             chosen.push((range, file));
         }
+        // A range with nothing to merge streams from its file as it would alone (in the browser
+        // straight to the GPU, not through wasm memory), unless its read is to overlap the work
+        // queued before it.
+        let mut taken: Vec<FileRange> = chosen.iter().map(|(r, _)| *r).collect();
+        taken.sort_by_key(key);
         let reads: Vec<_> = merge_with(chosen)
             .into_iter()
-            .map(|(read, file)| {
+            .filter(|&(_, _, count)| queued || count > 1)
+            .map(|(read, file, _)| {
                 let (sender, receiver) = oneshot::channel();
                 let bytes = file.read_file(read.offset, read.len);
                 oneshot::spawn(async move { sender.send(bytes.await) });
@@ -149,7 +165,7 @@ impl ReadAhead {
             .collect();
         let bytes = reads.iter().map(|(r, _)| r.len).sum();
         counter.set(counter.get() + bytes);
-        ReadAhead { reads, held: Held { counter: counter.clone(), bytes } }
+        ReadAhead { reads, taken, held: Held { counter: counter.clone(), bytes } }
     }
 
     /// The bytes of every read, or the first failure.
@@ -158,7 +174,7 @@ impl ReadAhead {
         for (range, receiver) in self.reads {
             list.push(Prefetched { range, bytes: receiver.await? });
         }
-        Ok(Windows { list, _held: Some(self.held) })
+        Ok(Windows { list, taken: self.taken, _held: Some(self.held) })
     }
 }
 

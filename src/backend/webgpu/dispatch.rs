@@ -65,11 +65,11 @@ impl Context {
             result?;
             Some((Attempt { result: Ok(()), out_of_memory, unconfirmed }, was, last))
         };
+        // Its files are read now, in flight while the work before it runs.
+        let ahead = Some(graph.read_ahead(true));
         // The graph is in flight, not evictable, from its swap-in for this recording to the
         // recording; while the dispatch only waits in the queue it may be evicted, since it is
         // swapped in again when its turn comes.
-        // Its files are read now, in flight while the work before it runs.
-        let ahead = Some(graph.read_ahead(true));
         let g = graph.clone();
         let swapped_in = first.is_some();
         if swapped_in {

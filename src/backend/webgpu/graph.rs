@@ -11,8 +11,8 @@ use std::rc::Rc;
 use crate::error::{Error, Result};
 use crate::graph::{ConstantValue, GraphBuilder, GraphDescription, Operand, OperandDescriptor, OperandSource};
 use crate::memory::budget::Evictable;
-use crate::memory::read_ahead::{ReadAhead, Windows};
-use crate::memory::{EvictionPriority, Residency, SharedConstant};
+use crate::memory::read_ahead::{FileRange, ReadAhead, Windows};
+use crate::memory::{EvictionPriority, FileBacked, Residency, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::plan::fusion::{self, OpGroupKind};
 use crate::ops::{self, BufRef, LowerRequest, Lowering};
@@ -497,11 +497,13 @@ impl Graph {
             None => Windows::default(),
         };
         let memory = &self.inner.context.inner.memory;
+        fn file_read(c: &SharedConstant) -> Option<(FileRange, &dyn FileBacked)> {
+            c.needs_stream().then(|| c.file_read()).flatten()
+        }
         for (i, constant) in constants.iter().enumerate() {
-            let pending = |c: &&Rc<SharedConstant>| c.needs_stream();
-            if Some(constant).filter(pending).and_then(|c| c.file_read()).is_some_and(|(range, _)| windows.wants(range)) {
+            if file_read(constant).is_some_and(|(range, _)| windows.wants(range)) {
                 drop(std::mem::take(&mut windows));
-                let files = constants[i..].iter().filter(pending).filter_map(|c| c.file_read());
+                let files = constants[i..].iter().filter_map(|c| file_read(c));
                 windows = ReadAhead::start(files, &memory.read_ahead, false).finish().await?;
             }
             constant.stream_from(&mut |_, _| {}, &windows).await?;
