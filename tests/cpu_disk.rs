@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use common::block_on;
@@ -39,11 +39,23 @@ fn weight_bytes() -> Vec<u8> {
     safetensors(&[("a", "F32", vec![N as u64], a), ("b", "F16", vec![N as u64], b)])
 }
 
-/// A source that counts its reads and can be made to fail.
+/// A source that counts its reads, logs them (offset and length) and can be made to fail.
 struct Flaky {
     inner: BytesSource,
     reads: Cell<u32>,
+    log: RefCell<Vec<(u64, u64)>>,
     fail: Cell<bool>,
+}
+
+impl Flaky {
+    fn new(name: &str, bytes: Vec<u8>) -> Flaky {
+        Flaky { inner: BytesSource::new(name, bytes), reads: Cell::new(0), log: RefCell::default(), fail: Cell::new(false) }
+    }
+
+    /// The reads since the last call that touched bytes `start..end`.
+    fn reads_of(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        self.log.take().into_iter().filter(|&(at, len)| at < end && start < at + len).collect()
+    }
 }
 
 impl Source for Flaky {
@@ -60,12 +72,13 @@ impl Source for Flaky {
             return Err(webnn_wgpu::Error::Data("weights.safetensors: the file could not be read".into()));
         }
         self.reads.set(self.reads.get() + 1);
+        self.log.borrow_mut().push((offset, buf.len() as u64));
         self.inner.read_at(offset, buf).await
     }
 }
 
 fn open() -> (Rc<Flaky>, WeightFile) {
-    let source = Rc::new(Flaky { inner: BytesSource::new("weights.safetensors", weight_bytes()), reads: Cell::new(0), fail: Cell::new(false) });
+    let source = Rc::new(Flaky::new("weights.safetensors", weight_bytes()));
     let file = block_on(WeightFile::open(&*source)).unwrap();
     (source, file)
 }
@@ -207,4 +220,54 @@ fn a_failed_read_is_reported_by_the_next_read_and_the_graph_recovers() {
     assert_eq!(block_on(graph.swap_in()).unwrap_err().name(), "DataError");
     source.fail.set(false);
     assert_eq!(run(&ctx, &graph).unwrap(), expected(a));
+}
+
+#[test]
+fn constants_adjacent_in_their_file_come_back_from_the_disk_tier_in_one_read() {
+    // An expert: three float16 matrices adjacent in the file, then one after a gap of more than
+    // a merged read takes (an unused tensor).
+    let names = ["w1", "w2", "w3", "w4"];
+    let value = |t: usize, i: u32| ((i * 7 + t as u32 * 5) % 23) as f32 * 0.25 - 2.0;
+    let mut tensors: Vec<(&str, &str, Vec<u64>, Vec<u8>)> = (0..4)
+        .map(|t| (names[t], "F16", vec![N as u64], (0..N).flat_map(|i| f16::from_f32(value(t, i)).to_le_bytes()).collect()))
+        .collect();
+    tensors.insert(3, ("gap", "U8", vec![100 << 10], vec![0; 100 << 10]));
+    let source = Rc::new(Flaky::new("expert.safetensors", safetensors(&tensors)));
+    let file = block_on(WeightFile::open(&*source)).unwrap();
+    let ctx = CpuContext::new(ContextOptions::default());
+    let mut g = GraphBuilder::new(&ctx).unwrap();
+    let x = g.input("x", f32_descriptor()).unwrap();
+    let mut outputs = Vec::new();
+    for name in names {
+        let w = g.constant_tensor(&constant(&ctx, &source, &file, name).unwrap()).unwrap();
+        outputs.push((name.to_string(), g.operator1(Op::Binary(BinaryOp::Add), &[x, w], "").unwrap()));
+    }
+    let graph = CpuGraph::compile(&ctx, g.prepare_build(&outputs).unwrap()).unwrap();
+    let tensor = |readable, writable| ctx.create_tensor(TensorDescriptor { operand: f32_descriptor(), readable, writable }).unwrap();
+    let x = tensor(false, true);
+    ctx.write_tensor(&x, &(0..N).flat_map(|i| (i as f32).to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    let ys: Vec<(String, CpuTensor)> = names.iter().map(|name| (name.to_string(), tensor(true, false))).collect();
+    let run = || {
+        ctx.dispatch(&graph, &[("x".into(), x.clone())], &ys).unwrap();
+        for (t, (_, y)) in ys.iter().enumerate() {
+            let want: Vec<u8> = (0..N).flat_map(|i| (i as f32 + value(t, i)).to_le_bytes()).collect();
+            assert!(block_on(ctx.read_tensor(y)).unwrap() == want, "x + {} differs", names[t]);
+        }
+    };
+    run();
+    let streamed = ctx.memory_info().bytes_streamed_from_disk;
+    let (w1, w3) = (file.tensor("w1").unwrap(), file.tensor("w3").unwrap());
+    let expert = (w1.offset, w3.offset + w3.byte_length);
+    for swap_in in [false, true] {
+        block_on(BackendGraph::swap_out(&graph, Residency::Disk)).unwrap();
+        source.log.take();
+        if swap_in {
+            block_on(graph.swap_in()).unwrap();
+        }
+        run();
+        assert_eq!(source.reads_of(expert.0, expert.1), vec![(expert.0, expert.1 - expert.0)], "w1-w3 in one read (swapIn: {swap_in})");
+    }
+    let info = ctx.memory_info();
+    assert_eq!(info.bytes_streamed_from_disk - streamed, 2 * 4 * BYTES / 2, "the tensors' bytes, not the gap's");
+    assert_eq!(info.device_bytes, 4 * BYTES + 5 * BYTES, "the constants and the dispatch's tensors");
 }

@@ -872,3 +872,95 @@ fn float16_narrowing_matches_half() {
         assert_eq!(h, f16::from_f32(v).to_bits(), "float32 {:#010x}", v.to_bits());
     }
 }
+
+/// A source that logs its reads (offset and length).
+struct Counting {
+    inner: BytesSource,
+    reads: std::cell::RefCell<Vec<(u64, u64)>>,
+}
+
+impl Counting {
+    /// The reads since the last call that touched bytes `start..end`.
+    fn reads_of(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        self.reads.take().into_iter().filter(|&(at, len)| at < end && start < at + len).collect()
+    }
+}
+
+impl webnn_wgpu::weights::Source for Counting {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    async fn read_at(&self, offset: u64, buf: &mut [u8]) -> webnn_wgpu::Result<()> {
+        self.reads.borrow_mut().push((offset, buf.len() as u64));
+        self.inner.read_at(offset, buf).await
+    }
+}
+
+#[test]
+fn constants_adjacent_in_their_file_come_back_from_the_disk_tier_in_one_read() {
+    use webnn_wgpu::backend::webgpu::TensorDescriptor;
+    use webnn_wgpu::graph::{GraphBuilder, OperandDescriptor};
+    use webnn_wgpu::memory::Residency;
+    use webnn_wgpu::ops::elementwise_binary::BinaryOp;
+    use webnn_wgpu::ops::Op;
+
+    // An expert: three float16 matrices adjacent in the file, then one after a gap of more than
+    // a merged read takes (an unused tensor).
+    let n = 4097usize;
+    let mut rng = Rng::new(31);
+    let names = ["w1", "w2", "w3", "w4"];
+    let halves: Vec<Vec<f16>> = names.iter().map(|_| (0..n).map(|_| f16::from_f64(rng.uniform(-2.0, 2.0))).collect()).collect();
+    let gap = vec![0u8; 100 << 10];
+    let mut tensors: Vec<(&str, &str, Vec<u64>, Vec<u8>)> =
+        names.iter().zip(&halves).map(|(name, h)| (*name, "F16", vec![n as u64], le(h, f16::to_le_bytes))).collect();
+    tensors.insert(3, ("gap", "U8", vec![gap.len() as u64], gap));
+    let source = Rc::new(Counting { inner: BytesSource::new("expert.safetensors", safetensors(&tensors)), reads: Default::default() });
+    let file = block_on(WeightFile::open(&*source)).unwrap();
+    for widen_on_gpu in [Some(true), Some(false)] {
+        let ctx = context();
+        let options = LoadOptions { float_type: Some(DataType::Float32), widen_on_gpu, chunk_bytes: 1024, max_chunks_in_flight: 2 };
+        let d = OperandDescriptor::new(DataType::Float32, vec![n as u32]);
+        let mut b = GraphBuilder::new(&ctx).unwrap();
+        let x = b.input("x", d.clone()).unwrap();
+        let mut outputs = Vec::new();
+        for name in names {
+            let (w, _) = block_on(file.constant_tensor(&ctx, &source, name, &options, &mut |_, _| {})).unwrap();
+            let w = b.constant_tensor(&w).unwrap();
+            outputs.push((name.to_string(), b.operator1(Op::Binary(BinaryOp::Add), &[x, w], "").unwrap()));
+        }
+        let graph = block_on(b.build(&outputs)).unwrap();
+        let tensor = |readable, writable| {
+            block_on(ctx.create_tensor(TensorDescriptor { operand: d.clone(), readable, writable })).unwrap()
+        };
+        let x = tensor(false, true);
+        ctx.write_tensor(&x, &vec![0u8; 4 * n]).unwrap();
+        let ys: Vec<(String, Tensor)> = names.iter().map(|name| (name.to_string(), tensor(true, false))).collect();
+        let run = || {
+            ctx.dispatch(&graph, &[("x".into(), x.clone())], &ys).unwrap();
+            for ((_, y), h) in ys.iter().zip(&halves) {
+                let want: Vec<u8> = h.iter().flat_map(|h| h.to_f32().to_le_bytes()).collect();
+                assert!(block_on(ctx.read_tensor(y)).unwrap() == want, "0 + w differs from the float16 weights widened");
+            }
+        };
+        run();
+        let streamed = ctx.memory_info().bytes_streamed_from_disk;
+        let (w1, w3) = (file.tensor("w1").unwrap(), file.tensor("w3").unwrap());
+        let expert = (w1.offset, w3.offset + w3.byte_length);
+        for swap_in in [false, true] {
+            block_on(graph.swap_out(Residency::Disk)).unwrap();
+            source.reads.take();
+            if swap_in {
+                block_on(graph.swap_in()).unwrap();
+            }
+            run();
+            let reads = source.reads_of(expert.0, expert.1);
+            assert_eq!(reads, vec![(expert.0, expert.1 - expert.0)], "w1-w3 in one read ({widen_on_gpu:?}, swapIn: {swap_in})");
+        }
+        assert_eq!(ctx.memory_info().bytes_streamed_from_disk - streamed, 2 * 4 * 2 * n as u64, "the tensors' bytes, not the gap's");
+    }
+}

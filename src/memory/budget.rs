@@ -31,6 +31,8 @@ pub struct MemoryState {
     pub swap_outs: Cell<u64>,
     pub bytes_uploaded: Cell<u64>,
     pub bytes_streamed_from_disk: Cell<u64>,
+    /// Bytes read ahead for constants and not yet converted (see `read_ahead`).
+    pub read_ahead: Rc<Cell<u64>>,
     /// Dispatch clock for least-recently-used ordering.
     pub clock: Cell<u64>,
     /// Graphs that may be evicted, by id.
@@ -63,6 +65,7 @@ impl MemoryState {
             swap_outs: Cell::new(0),
             bytes_uploaded: Cell::new(0),
             bytes_streamed_from_disk: Cell::new(0),
+            read_ahead: Rc::default(),
             clock: Cell::new(0),
             graphs: RefCell::new(Vec::new()),
         }

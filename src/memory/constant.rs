@@ -11,7 +11,9 @@ use std::rc::Rc;
 
 use crate::error::{Error, Result};
 use crate::memory::HostBytes;
+use crate::memory::read_ahead::{FileRange, Windows};
 use crate::memory::{Allocator, DeviceBuffer};
+use crate::weights::source::LocalFuture;
 
 /// A constant that comes back from a weight file, with the host budget's copy it may keep.
 pub trait FileBacked {
@@ -21,25 +23,35 @@ pub trait FileBacked {
 
     /// Lets go of the host copy, if any (`swapOut({to: "disk"})`).
     fn drop_host_copy(&self);
+
+    /// Where its bytes are in its file; `None` when they are not all there (a truncated file:
+    /// reading the constant alone reports it).
+    fn file_range(&self) -> Option<FileRange>;
+
+    /// Reads `len` bytes of its file at `offset` (a merged range around its own, see
+    /// [`ReadAhead`](crate::memory::read_ahead::ReadAhead)).
+    fn read_file(&self, offset: u64, len: u64) -> LocalFuture<'static, Result<Vec<u8>>>;
 }
 
-/// Streams a weight file's tensor (source, tensor info, WebNN type) into a GPU buffer again;
-/// resolves to the bytes read from the file. The loader's implementation holds a weak handle to
-/// its context, so residency needs no device type.
+/// Streams a weight file's tensor (source, tensor info, WebNN type) into a GPU buffer again,
+/// from `ahead` where it holds the tensor's bytes; resolves to the bytes read from the file. The
+/// loader's implementation holds a weak handle to its context, so residency needs no device type.
 pub trait Restream: FileBacked {
     fn restream<'a>(
         &'a self,
         buffer: &'a wgpu::Buffer,
         progress: &'a mut dyn FnMut(u64, u64),
+        ahead: &'a Windows,
     ) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>>;
 }
 
 /// Reads a weight file's tensor again into `out` (the CPU backend's memory: its bytes as the
-/// constant's type), from the host copy if it has one; resolves to the bytes read from the file.
+/// constant's type), from the host copy if it has one, else from `ahead` where it holds the
+/// tensor's bytes; resolves to the bytes read from the file.
 pub trait Reread: FileBacked {
     /// The constant's bytes (`out`'s length).
     fn byte_length(&self) -> u64;
-    fn reread<'a>(&'a self, out: &'a mut [u8]) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>>;
+    fn reread<'a>(&'a self, out: &'a mut [u8], ahead: &'a Windows) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>>;
 }
 
 /// Where a constant's bytes come back from when it is made resident again.
@@ -117,6 +129,13 @@ impl SharedConstant {
             Backing::File(file) => Some(&**file),
             Backing::Reread(file) => Some(&**file),
         }
+    }
+
+    /// The constant's range of its file and the way to read it, for a file-backed constant with
+    /// no host copy (whose bytes come back from the file).
+    pub fn file_read(&self) -> Option<(FileRange, &dyn FileBacked)> {
+        let file = self.file().filter(|f| f.host_copy_bytes().is_none())?;
+        Some((file.file_range()?, file))
     }
 
     /// Whether the constant comes from a weight file (and can go to the `"disk"` tier).
@@ -198,6 +217,11 @@ impl SharedConstant {
     /// `progress(loaded, total)` after each chunk; returns the bytes read from the file (0 when
     /// nothing was pending).
     pub async fn stream(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
+        self.stream_from(progress, &Windows::default()).await
+    }
+
+    /// [`stream`](Self::stream) from `ahead` where it holds the constant's bytes.
+    pub async fn stream_from(&self, progress: &mut dyn FnMut(u64, u64), ahead: &Windows) -> Result<u64> {
         let (Backing::File(file), true) = (&self.backing, self.stale.get()) else { return Ok(0) };
         // Held across the await: an eviction meanwhile drops only the constant's reference.
         let buffer = self
@@ -205,7 +229,7 @@ impl SharedConstant {
             .borrow()
             .clone()
             .ok_or_else(|| Error::InvalidState("the constant left the GPU before it was streamed".into()))?;
-        let read = file.restream(&buffer.buffer, progress).await?;
+        let read = file.restream(&buffer.buffer, progress, ahead).await?;
         if self.device.borrow().as_ref().is_some_and(|b| Rc::ptr_eq(b, &buffer)) {
             self.stale.set(false);
         }

@@ -9,6 +9,7 @@ pub mod constant;
 pub mod host;
 pub mod host_cache;
 pub mod pool;
+pub mod read_ahead;
 
 pub use buffer::{BufferRegistry, DeviceBuffer};
 pub use budget::{MemoryInfo, MemoryState};

@@ -135,6 +135,54 @@ try {
       cached.destroy();
     }
 
+    // Reads from the "disk" tier: a graph's constants adjacent in the file come back in one
+    // Blob read, and two graphs dispatched one after the other without awaiting have their reads
+    // in flight at once (each Blob.arrayBuffer() counted while it is pending).
+    {
+      const file = await context.openWeights(handle);
+      const desc = { dataType: 'float32', shape: [1000] };
+      const graphOf = async (build) => {
+        const builder = new MLGraphBuilder(context);
+        return builder.build({ y: await build(builder, builder.input('x', desc)) });
+      };
+      const both = await graphOf(async (b, x) =>
+        b.add(b.mul(x, b.constant(await file.constantTensor('w'))), b.constant(await file.constantTensor('b'))));
+      const onlyW = await graphOf(async (b, x) => b.mul(x, b.constant(await file.constantTensor('w'))));
+      const onlyB = await graphOf(async (b, x) => b.add(x, b.constant(await file.constantTensor('b'))));
+      const xt = await context.createTensor({ ...desc, writable: true });
+      context.writeTensor(xt, new Float32Array(1000).fill(1));
+      const outputs = await Promise.all([0, 1].map(() => context.createTensor({ ...desc, readable: true })));
+      const reads = { calls: 0, pending: 0, most: 0, streams: 0 };
+      const { arrayBuffer, stream } = Blob.prototype;
+      Blob.prototype.arrayBuffer = function () {
+        reads.calls++;
+        reads.most = Math.max(reads.most, ++reads.pending);
+        return arrayBuffer.call(this).finally(() => reads.pending--);
+      };
+      Blob.prototype.stream = function () {
+        reads.streams++;
+        return stream.call(this);
+      };
+      try {
+        const counted = async (graphs) => {
+          for (const g of graphs) await g.swapOut({ to: 'disk' });
+          Object.assign(reads, { calls: 0, most: 0, streams: 0 });
+          graphs.forEach((g, i) => context.dispatch(g, { x: xt }, { y: outputs[i] }));
+          const got = await Promise.all(graphs.map((_, i) => context.readTensor(outputs[i])));
+          return got.map((y) => new Float32Array(y));
+        };
+        const [y] = await counted([both]);
+        check(y.every((v, i) => Object.is(v, Math.fround(w[i] + bf[i]))) && reads.calls === 1 && reads.streams === 0,
+          'two constants adjacent in the file come back from "disk" in one read', JSON.stringify(reads));
+        const [yw, yb] = await counted([onlyW, onlyB]);
+        const exact = yw.every((v, i) => Object.is(v, Math.fround(w[i]))) && yb.every((v, i) => Object.is(v, Math.fround(1 + bf[i])));
+        check(exact && reads.calls === 2 && reads.most === 2, 'two dispatches queued together read their constants at once',
+          JSON.stringify(reads));
+      } finally {
+        Object.assign(Blob.prototype, { arrayBuffer, stream });
+      }
+    }
+
     // A corrupt file: the header claims more bytes than the file has.
     const bad = bytes.slice(0, bytes.length - 100);
     const badFile = new File([bad], 'corrupt.safetensors');

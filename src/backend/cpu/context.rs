@@ -10,6 +10,7 @@ use crate::backend::cpu::buffer::Buffer;
 use crate::backend::oneshot::{self, Signal};
 use crate::backend::ContextOptions;
 use crate::error::{Error, Result};
+use crate::memory::read_ahead::Windows;
 use crate::memory::{MemoryInfo, MemoryState, SharedConstant};
 use crate::operand::OperandDescriptor;
 use crate::weights::LocalFuture;
@@ -191,8 +192,8 @@ impl CpuContext {
 
     /// The resident copy of `constant`, shared with every graph and tensor holding it; copied
     /// from its host copy, or read from its file, when none is resident. Returns the buffer and
-    /// the bytes copied into it.
-    pub(crate) async fn resident_constant(&self, constant: &Rc<SharedConstant>) -> Result<(Rc<Buffer>, u64)> {
+    /// the bytes copied into it. `ahead` holds bytes read ahead from files.
+    pub(crate) async fn resident_constant(&self, constant: &Rc<SharedConstant>, ahead: &Windows) -> Result<(Rc<Buffer>, u64)> {
         let taken = {
             let mut loaded = self.inner.loaded.borrow_mut();
             let found = loaded.iter().position(|(c, _)| c.as_ptr() == Rc::as_ptr(constant));
@@ -211,7 +212,7 @@ impl CpuContext {
             }
             (None, Some(file)) => {
                 let mut buffer = Buffer::zeroed(file.byte_length() as usize, &self.inner.device_bytes)?;
-                file.reread(buffer.bytes_mut()).await?;
+                file.reread(buffer.bytes_mut(), ahead).await?;
                 buffer
             }
             (None, None) => return Err(Error::NotSupported("a constant of another backend cannot be used by the CPU backend".into())),
@@ -239,7 +240,7 @@ impl CpuContext {
     /// graph takes it over.
     pub(crate) async fn preload(&self, constant: &Rc<SharedConstant>) -> Result<()> {
         self.make_room(0, constant.buffer_size)?;
-        let (buffer, _) = self.resident_constant(constant).await?;
+        let (buffer, _) = self.resident_constant(constant, &Windows::default()).await?;
         let mut loaded = self.inner.loaded.borrow_mut();
         loaded.retain(|(c, _)| c.strong_count() > 0);
         loaded.push((Rc::downgrade(constant), buffer));

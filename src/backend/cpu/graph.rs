@@ -17,7 +17,8 @@ use crate::backend::check_dispatch;
 use crate::error::{Error, Result};
 use crate::graph::{ConstantValue, GraphDescription, OperandSource, Operator};
 use crate::memory::budget::Evictable;
-use crate::memory::{EvictionPriority, Residency, SharedConstant};
+use crate::memory::read_ahead::{FileRange, ReadAhead, Windows};
+use crate::memory::{EvictionPriority, FileBacked, Residency, SharedConstant};
 use crate::ops::Op;
 use crate::operand::{DataType, OperandDescriptor};
 
@@ -246,9 +247,28 @@ impl CpuGraph {
             && inner.constants.iter().any(|(_, c)| c.reread().is_some() && !c.has_host_copy() && !inner.context.holds(c))
     }
 
+    /// The range of its file that `constant` must be read from to make the graph resident.
+    fn file_read<'a>(&self, constant: &'a Rc<SharedConstant>) -> Option<(FileRange, &'a dyn FileBacked)> {
+        constant.reread()?;
+        constant.file_read().filter(|_| !self.inner.context.holds(constant))
+    }
+
+    /// Starts reading the constants that must come from their files, merged (see
+    /// [`ReadAhead`]); `queued` for a dispatch waiting behind other work, whose reads then
+    /// overlap that work's.
+    pub(super) fn read_ahead(&self, queued: bool) -> Option<ReadAhead> {
+        let inner = &self.inner;
+        if inner.residency.get() == Residency::Device {
+            return None;
+        }
+        let files = inner.constants.iter().filter_map(|(_, c)| self.file_read(c));
+        Some(ReadAhead::start(files, &inner.context.inner.memory.read_ahead, queued))
+    }
+
     /// Copies the constants in (sharing those already resident, reading those in the `"disk"`
-    /// tier from their files), evicting other graphs under the budget first.
-    async fn make_resident(&self) -> Result<()> {
+    /// tier from their files, merged and from `ahead` if started), evicting other graphs under the
+    /// budget first.
+    async fn make_resident(&self, ahead: Option<ReadAhead>) -> Result<()> {
         let inner = &self.inner;
         if inner.residency.get() == Residency::Device {
             return Ok(());
@@ -257,10 +277,19 @@ impl CpuGraph {
         let context = &inner.context;
         let needed = inner.constants.iter().map(|(_, c)| context.bytes_to_acquire(c)).sum();
         context.make_room(inner.id, needed)?;
+        let mut windows = match ahead {
+            Some(ahead) => ahead.finish().await?,
+            None => Windows::default(),
+        };
         let mut copied = 0;
         let mut resident = Vec::with_capacity(inner.constants.len());
-        for (_, constant) in &inner.constants {
-            let (buffer, bytes) = context.resident_constant(constant).await?;
+        for (i, (_, constant)) in inner.constants.iter().enumerate() {
+            if self.file_read(constant).is_some_and(|(range, _)| windows.wants(range)) {
+                drop(std::mem::take(&mut windows));
+                let files = inner.constants[i..].iter().filter_map(|(_, c)| self.file_read(c));
+                windows = ReadAhead::start(files, &context.inner.memory.read_ahead, false).finish().await?;
+            }
+            let (buffer, bytes) = context.resident_constant(constant, &windows).await?;
             copied += bytes;
             resident.push(buffer);
         }
@@ -278,14 +307,14 @@ impl CpuGraph {
 
     /// [`make_resident`](Self::make_resident) where no file must be read, which completes at once.
     fn swap_in_now(&self) -> Result<()> {
-        crate::backend::oneshot::now(self.make_resident())
+        crate::backend::oneshot::now(self.make_resident(None))
             .unwrap_or_else(|| Err(Error::InvalidState("the graph's constants must be read from their files first".into())))
     }
 
     /// `swapIn()`.
     pub async fn swap_in(&self) -> Result<()> {
         self.check_usable()?;
-        self.make_resident().await
+        self.make_resident(None).await
     }
 
     /// `swapOut({to})`: the constants leave the backend's memory; their host copies stay, or
@@ -395,6 +424,8 @@ impl CpuContext {
         }
         let (context, graph) = (self.clone(), graph.clone());
         let (inputs, outputs): (Vec<CpuTensor>, Vec<CpuTensor>) = (inputs.into_iter().cloned().collect(), outputs.into_iter().cloned().collect());
+        // Its files are read now, in flight while the work before it runs.
+        let ahead = graph.read_ahead(true);
         self.defer(Box::pin(async move {
             if graph.inner.destroyed.get() {
                 return Err(Error::InvalidState("the MLGraph was destroyed before its dispatch ran".into()));
@@ -402,7 +433,7 @@ impl CpuContext {
             if context.is_lost() {
                 return Ok(());
             }
-            graph.make_resident().await?;
+            graph.make_resident(ahead).await?;
             context.run(&graph, &inputs.iter().collect::<Vec<_>>(), &outputs.iter().collect::<Vec<_>>())
         }));
         Ok(())

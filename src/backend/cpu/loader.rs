@@ -11,6 +11,7 @@ use crate::backend::cpu::context::{CpuContext, CpuInner};
 use crate::backend::cpu::tensor::CpuTensor;
 use crate::error::{Error, Result};
 use crate::memory::host_cache::HostCopySlot;
+use crate::memory::read_ahead::{file_range, read_source, Ahead, FileRange, Windows};
 use crate::memory::{FileBacked, HostBytes, Reread, SharedConstant};
 use crate::operand::{DataType, OperandDescriptor};
 use crate::weights::convert::read_tensor_into;
@@ -31,9 +32,6 @@ struct FileTensor<S> {
     host_copy: HostCopySlot,
 }
 
-impl<S: Source + 'static> FileTensor<S> {
-}
-
 impl<S: Source + 'static> FileBacked for FileTensor<S> {
     fn host_copy_bytes(&self) -> Option<u64> {
         self.host_copy.bytes()
@@ -42,6 +40,14 @@ impl<S: Source + 'static> FileBacked for FileTensor<S> {
     fn drop_host_copy(&self) {
         self.host_copy.clear()
     }
+
+    fn file_range(&self) -> Option<FileRange> {
+        file_range(&self.source, &self.info)
+    }
+
+    fn read_file(&self, offset: u64, len: u64) -> crate::weights::source::LocalFuture<'static, Result<Vec<u8>>> {
+        read_source(&self.source, offset, len)
+    }
 }
 
 impl<S: Source + 'static> Reread for FileTensor<S> {
@@ -49,9 +55,9 @@ impl<S: Source + 'static> Reread for FileTensor<S> {
         self.descriptor.byte_length()
     }
 
-    /// From the host copy if there is one; else from the file, keeping a host copy when the
-    /// host budget has room for it.
-    fn reread<'a>(&'a self, out: &'a mut [u8]) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>> {
+    /// From the host copy if there is one; else from the bytes read ahead or the file, keeping a
+    /// host copy when the host budget has room for it.
+    fn reread<'a>(&'a self, out: &'a mut [u8], ahead: &'a Windows) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>> {
         Box::pin(async move {
             let context = self.context.upgrade().ok_or_else(|| Error::InvalidState("the MLContext is gone".into()))?;
             let memory = &context.memory;
@@ -61,7 +67,8 @@ impl<S: Source + 'static> Reread for FileTensor<S> {
                     return Ok(0);
                 }
             }
-            read_tensor_into(&self.file_name, &*self.source, &self.info, self.stored, &self.descriptor, &self.options, out).await?;
+            let source = Ahead { source: &*self.source, ahead: ahead.find(self.file_range()) };
+            read_tensor_into(&self.file_name, &source, &self.info, self.stored, &self.descriptor, &self.options, out).await?;
             let read = self.info.byte_length;
             memory.bytes_streamed_from_disk.set(memory.bytes_streamed_from_disk.get() + read);
             if memory.host_cache.make_room(out.len() as u64) {

@@ -81,7 +81,7 @@ impl CpuGraph {
         if let Some(bytes) = constant.host_copy() {
             return Ok(bytes);
         }
-        let (buffer, _) = self.context().resident_constant(constant).await?;
+        let (buffer, _) = self.context().resident_constant(constant, &Default::default()).await?;
         Ok(buffer.bytes().to_vec())
     }
 

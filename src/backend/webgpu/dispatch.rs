@@ -65,6 +65,8 @@ impl Context {
             result?;
             Some((Attempt { result: Ok(()), out_of_memory, unconfirmed }, was, last))
         };
+        // Its files are read now, in flight while the work before it runs.
+        let ahead = Some(graph.read_ahead(true));
         // The graph is in flight, not evictable, from its swap-in for this recording to the
         // recording; while the dispatch only waits in the queue it may be evicted, since it is
         // swapped in again when its turn comes.
@@ -82,7 +84,7 @@ impl Context {
                     return Err(Error::InvalidState("the MLGraph was destroyed before its dispatch ran".into()));
                 }
                 g.make_resident(first, out_of_memory_unknown).await?;
-                g.stream_constants().await?;
+                g.stream_constants(ahead).await?;
                 g.context().allocations_confirmed().await;
                 Ok(())
             }

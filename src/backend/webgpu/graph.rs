@@ -11,7 +11,8 @@ use std::rc::Rc;
 use crate::error::{Error, Result};
 use crate::graph::{ConstantValue, GraphBuilder, GraphDescription, Operand, OperandDescriptor, OperandSource};
 use crate::memory::budget::Evictable;
-use crate::memory::{EvictionPriority, Residency, SharedConstant};
+use crate::memory::read_ahead::{FileRange, ReadAhead, Windows};
+use crate::memory::{EvictionPriority, FileBacked, Residency, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::plan::fusion::{self, OpGroupKind};
 use crate::ops::{self, BufRef, LowerRequest, Lowering};
@@ -474,10 +475,38 @@ impl Graph {
         self.inner.constants.iter().any(|c| c.needs_stream())
     }
 
-    /// Streams the file-backed constants that [`swap_in_now`](Self::swap_in_now) allocated.
-    pub(super) async fn stream_constants(&self) -> Result<()> {
-        for constant in &self.inner.constants {
-            constant.stream(&mut |_, _| {}).await?;
+    /// Starts reading the constants that are not resident and must come from their files,
+    /// merged (see [`ReadAhead`]); `queued` for a dispatch waiting behind other work, whose reads
+    /// then overlap that work's.
+    pub(super) fn read_ahead(&self, queued: bool) -> ReadAhead {
+        let constants = &self.inner.constants;
+        let files = constants.iter().filter(|c| !c.is_resident() || c.needs_stream()).filter_map(|c| c.file_read());
+        let memory = &self.inner.context.inner.memory;
+        ReadAhead::start(files, &memory.read_ahead, queued)
+    }
+
+    /// Streams the file-backed constants that [`swap_in_now`](Self::swap_in_now) allocated,
+    /// those needing their files read merged, from `ahead` if started.
+    pub(super) async fn stream_constants(&self, ahead: Option<ReadAhead>) -> Result<()> {
+        let constants = &self.inner.constants;
+        if !self.needs_stream() {
+            return Ok(());
+        }
+        let mut windows = match ahead {
+            Some(ahead) => ahead.finish().await?,
+            None => Windows::default(),
+        };
+        let memory = &self.inner.context.inner.memory;
+        fn file_read(c: &SharedConstant) -> Option<(FileRange, &dyn FileBacked)> {
+            c.needs_stream().then(|| c.file_read()).flatten()
+        }
+        for (i, constant) in constants.iter().enumerate() {
+            if file_read(constant).is_some_and(|(range, _)| windows.wants(range)) {
+                drop(std::mem::take(&mut windows));
+                let files = constants[i..].iter().filter_map(|c| file_read(c));
+                windows = ReadAhead::start(files, &memory.read_ahead, false).finish().await?;
+            }
+            constant.stream_from(&mut |_, _| {}, &windows).await?;
         }
         Ok(())
     }
@@ -488,7 +517,7 @@ impl Graph {
         self.check_usable()?;
         self.inner.context.settled().await;
         self.make_resident(None, out_of_memory_quota).await?;
-        self.stream_constants().await
+        self.stream_constants(None).await
     }
 
     /// Whether every constant comes from a weight file, so the graph can go to the `"disk"` tier.

@@ -20,6 +20,7 @@ use wasm_bindgen::JsCast;
 use crate::error::{Error, Result};
 use crate::graph::{DataType, OperandDescriptor};
 use crate::memory::host::write_padded;
+use crate::memory::read_ahead::{file_range, read_source, Ahead, FileRange, Prefetched, Windows};
 use crate::memory::{FileBacked, Restream, SharedConstant};
 use crate::ops::wgsl::buffer_size;
 use crate::memory::host_cache::{HostCopy, HostCopySlot};
@@ -62,7 +63,7 @@ impl WeightFile {
         context.make_room(0, &|| size)?;
         // Streaming starts before the allocation check comes back from the GPU.
         let (buffer, allocated) = context.create_buffer_checked_later(size, "weight");
-        let stats = file.stream_into(context, &buffer.buffer, progress, Some(lane)).await?;
+        let stats = file.stream_into(context, &buffer.buffer, progress, Some(lane), None).await?;
         // A first load submits its widening at once, so its staging is gone when this resolves
         // (a swap-in's waits for the dispatch that needs it).
         context.submit_pending();
@@ -158,14 +159,16 @@ impl<S: Source + 'static> FileTensor<S> {
     }
 
 
-    /// Fills `buffer` from the host copy if there is one, else from the file (through `lane`,
-    /// or a lane it waits for), keeping a host copy when the host budget has room for it.
+    /// Fills `buffer` from the host copy if there is one, else from `ahead` (bytes read ahead)
+    /// or the file (through `lane`, or a lane it waits for), keeping a host copy when the host
+    /// budget has room for it.
     async fn stream_into(
         &self,
         context: &Context,
         buffer: &wgpu::Buffer,
         progress: &mut dyn FnMut(u64, u64),
         lane: Option<Lane>,
+        ahead: Option<&Prefetched>,
     ) -> Result<StreamStats> {
         let memory = &context.inner.memory;
         let cache = &memory.host_cache;
@@ -176,11 +179,13 @@ impl<S: Source + 'static> FileTensor<S> {
             progress(self.info.byte_length, self.info.byte_length);
             return Ok(StreamStats { bytes_written: copy.size, ..StreamStats::default() });
         }
-        let _lane = match lane {
-            Some(lane) => lane,
-            None => self.lane(context).await,
+        let _lane = match (lane, ahead) {
+            (Some(lane), _) => Some(lane),
+            (None, Some(_)) => None,
+            (None, None) => Some(self.lane(context).await),
         };
-        let (source, info) = (&*self.source, &self.info);
+        let source = &Ahead { source: &*self.source, ahead };
+        let info = &self.info;
         let stats = match host_copy_size(info, self.target) {
             Some(size) if cache.make_room(size) => {
                 let scope = context.allocation_scope();
@@ -220,10 +225,12 @@ impl<S: Source + 'static> Restream for FileTensor<S> {
         &'a self,
         buffer: &'a wgpu::Buffer,
         progress: &'a mut dyn FnMut(u64, u64),
+        ahead: &'a Windows,
     ) -> Pin<Box<dyn Future<Output = Result<u64>> + 'a>> {
         Box::pin(async move {
             let context = self.context.upgrade().ok_or_else(|| Error::InvalidState("the MLContext is gone".into()))?;
-            Ok(self.stream_into(&context, buffer, progress, None).await?.bytes_read)
+            let ahead = ahead.find(self.file_range());
+            Ok(self.stream_into(&context, buffer, progress, None, ahead).await?.bytes_read)
         })
     }
 }
@@ -235,6 +242,14 @@ impl<S: Source + 'static> FileBacked for FileTensor<S> {
 
     fn drop_host_copy(&self) {
         self.host_copy.clear()
+    }
+
+    fn file_range(&self) -> Option<FileRange> {
+        file_range(&self.source, &self.info)
+    }
+
+    fn read_file(&self, offset: u64, len: u64) -> crate::weights::source::LocalFuture<'static, Result<Vec<u8>>> {
+        read_source(&self.source, offset, len)
     }
 }
 
