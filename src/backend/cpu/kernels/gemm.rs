@@ -497,8 +497,10 @@ fn packed(a: Matrix, a_packed: Option<&[f32]>, b: Matrix, b_packed: Option<&[f32
     })
 }
 
-/// Products of at least this many multiply-adds are split between the CPU threads.
-const PARALLEL_MACS: usize = 1 << 19;
+/// Products of at least this many multiply-adds are split between the CPU threads: a smaller one
+/// gains less than the split costs (publishing the job, a worker joining late, its output moving
+/// between the cores' caches).
+const PARALLEL_MACS: usize = 1 << 21;
 
 /// The tiles of an `m x n` product of depth `k` for the CPU threads: about four per thread (so
 /// that tiles of unequal cost still even out), rows split at multiples of `MC` first (each tile
