@@ -228,8 +228,10 @@ pub fn work() -> ! {
     }
 }
 
-/// Checks of `wake` a worker makes before it sleeps (about a millisecond or two of spinning).
-const SPINS_BEFORE_SLEEP: u32 = 1 << 21;
+/// Checks of `wake` a worker makes before it sleeps: enough to span the gap between a graph's
+/// split kernels, not a serial stretch of small ones, through which a spinning worker would hold a
+/// core that the browser's other threads then take from the page's thread.
+const SPINS_BEFORE_SLEEP: u32 = 1 << 16;
 
 /// How the pool sleeps, wakes and spins: futex-style atomics in wasm, a condition variable and
 /// spawned threads natively.

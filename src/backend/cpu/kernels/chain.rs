@@ -20,7 +20,7 @@ use super::elementwise;
 /// Elements computed at a time.
 const BLOCK: usize = 2048;
 /// Chains of at least this many elements are split between the CPU threads.
-pub const PARALLEL_ELEMENTS: usize = 1 << 15;
+pub const PARALLEL_ELEMENTS: usize = 1 << 16;
 
 /// An operand of a chain's operator: one of the chain's inputs, or an earlier operator's output.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -25,8 +25,9 @@ use super::scratch::{self, Slot};
 const COLUMN_FLOATS: usize = 1 << 20;
 /// Output rows of at least this many pixels copy the input runs they read (im2col).
 const COPIED_RUN: usize = 8;
-/// Convolutions of at least this many multiply-adds run their tiles on the CPU threads.
-const PARALLEL_MACS: usize = 1 << 20;
+/// Convolutions of at least this many multiply-adds run their tiles on the CPU threads (smaller
+/// ones gain less than the split costs, as for the GEMM).
+const PARALLEL_MACS: usize = 1 << 21;
 
 /// How a conv2d runs, which fixes the order its filter is rearranged in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

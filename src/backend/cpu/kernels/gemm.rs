@@ -200,6 +200,15 @@ pub fn gemm_prepacked(
     if a_packed.is_some_and(|p| !p.left || (p.rows, p.cols) != (m, k)) || b_packed.is_some_and(|p| p.left || (p.rows, p.cols) != (k, n)) {
         return Err(Error::Operation("gemm: a packed operand was built for another shape".into()));
     }
+    if let (1, Some(b_packed)) = (m, b_packed) {
+        if n > 1 && k > 0 {
+            a.check("a")?;
+            if c.len() < n {
+                return Err(Error::Operation(format!("gemm: a 1 x {n} output exceeds {} elements", c.len())));
+            }
+            return packed_gemv(&a, &b_packed.data, n, alpha, &mut c[..n], accumulate);
+        }
+    }
     if m <= 1 || n <= 1 || k == 0 || (a_packed.is_none() && b_packed.is_none()) {
         return gemm(a, b, alpha, c, ldc, accumulate);
     }
@@ -342,6 +351,115 @@ fn gemv(
     Ok(false)
 }
 
+/// `y (+)= alpha * x * B` for the one row `x` (`1 x k`) and B packed ([`Packed::right`], `k x n`):
+/// each thread takes ranges of B's column panels, which in every depth block lie one after
+/// another, so that it reads one contiguous run of B per block rather than a piece of every
+/// row (the row-streaming GEMV's pattern, which two threads stream more slowly).
+fn packed_gemv(x: &Matrix, b: &[f32], n: usize, alpha: f32, y: &mut [f32], accumulate: bool) -> Result<()> {
+    let k = x.cols;
+    let kc_max = depth_block(k);
+    if b.len() < n.next_multiple_of(NR) * k {
+        return Err(Error::Operation("gemm: the packed operand is too short".into()));
+    }
+    scratch::with(Slot::Pack, k, |xs| {
+        for (p, v) in xs.iter_mut().enumerate() {
+            *v = alpha * x.data[x.index(0, p)];
+        }
+        let xs = &*xs;
+        let y = Disjoint::new(y);
+        let parts = gemv_parts(k, n);
+        threads::try_for_each(parts.len(), &|t| {
+            let part = parts[t].clone();
+            // SAFETY: the parts are disjoint ranges of y.
+            let y = unsafe { y.segment(part.start, part.len()) };
+            if !accumulate {
+                y.fill(0.0);
+            }
+            let mut j = part.start;
+            while j < part.end {
+                // The `NC`-column block of the packed B that column j lies in.
+                let block_start = j / NC * NC;
+                let block_pad = NC.min(n - block_start).next_multiple_of(NR);
+                let end = part.end.min(block_start + NC);
+                for pc in (0..k).step_by(kc_max) {
+                    let kc = kc_max.min(k - pc);
+                    let x = &xs[pc..pc + kc];
+                    let block = &b[block_start * k + pc * block_pad..][..block_pad * kc];
+                    let panel = |jr: usize| &block[(jr - block_start) * kc..][..NR * kc];
+                    let mut jr = j;
+                    while jr < end {
+                        let out = &mut y[jr - part.start..(end - part.start).min(jr - part.start + GEMV_PANELS * NR)];
+                        let sums = if out.len() > (GEMV_PANELS - 1) * NR {
+                            gemv_panels(x, std::array::from_fn(|i| panel(jr + i * NR)))
+                        } else {
+                            let mut sums = [[0.0; NR]; GEMV_PANELS];
+                            for (i, jp) in (jr..jr + out.len()).step_by(NR).enumerate() {
+                                sums[i] = gemv_panels(x, [panel(jp)])[0];
+                            }
+                            sums
+                        };
+                        out.iter_mut().zip(sums.as_flattened()).for_each(|(o, s)| *o += s);
+                        jr += out.len();
+                    }
+                }
+                j = end;
+            }
+            Ok(())
+        })
+    })
+}
+
+/// Column panels of a packed B that [`packed_gemv`] reads at once.
+const GEMV_PANELS: usize = 4;
+
+/// `sum_p x[p] * panel[p]` for `P` packed panels of `NR` columns (`NR` values per step of depth).
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+#[allow(clippy::needless_range_loop)]
+fn gemv_panels<const P: usize>(x: &[f32], panels: [&[f32]; P]) -> [[f32; NR]; P] {
+    let mut acc = [[0.0f32; NR]; P];
+    for (p, &xp) in x.iter().enumerate() {
+        for (acc, panel) in acc.iter_mut().zip(&panels) {
+            let Some(Ok(b)) = panel.get(p * NR..(p + 1) * NR).map(<&[f32; NR]>::try_from) else { continue };
+            for j in 0..NR {
+                acc[j] += xp * b[j];
+            }
+        }
+    }
+    acc
+}
+
+/// `sum_p x[p] * panel[p]` for `P` packed panels of `NR` columns (`NR` values per step of depth):
+/// two vector accumulators a panel, one splat of x per step.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+fn gemv_panels<const P: usize>(x: &[f32], panels: [&[f32]; P]) -> [[f32; NR]; P] {
+    use core::arch::wasm32::{f32x4_add, f32x4_mul, f32x4_splat, v128, v128_load, v128_store};
+    const _: () = assert!(NR == 8, "a panel's row is two vectors");
+    let mut acc = [[f32x4_splat(0.0); 2]; P];
+    let steps = panels.iter().map(|panel| panel.len() / NR).fold(x.len(), usize::min);
+    for (p, &xp) in x.iter().enumerate().take(steps) {
+        let xp = f32x4_splat(xp);
+        for (acc, panel) in acc.iter_mut().zip(&panels) {
+            // SAFETY: p < steps, so the panel holds the NR = 8 floats at p * NR: both unaligned
+            // 16-byte loads are in bounds.
+            let (b0, b1) = unsafe {
+                let b = panel.as_ptr().add(p * NR);
+                (v128_load(b.cast::<v128>()), v128_load(b.add(4).cast::<v128>()))
+            };
+            acc[0] = f32x4_add(acc[0], f32x4_mul(xp, b0));
+            acc[1] = f32x4_add(acc[1], f32x4_mul(xp, b1));
+        }
+    }
+    let mut sums = [[0.0f32; NR]; P];
+    for (out, acc) in sums.iter_mut().zip(&acc) {
+        // SAFETY: `out` holds 8 floats, so both unaligned 16-byte stores are in bounds.
+        unsafe {
+            v128_store(out.as_mut_ptr().cast::<v128>(), acc[0]);
+            v128_store(out.as_mut_ptr().add(4).cast::<v128>(), acc[1]);
+        }
+    }
+    sums
+}
+
 /// Streamed products of at least this many elements of the matrix are split between the CPU
 /// threads.
 const PARALLEL_GEMV: usize = 1 << 17;
@@ -379,8 +497,10 @@ fn packed(a: Matrix, a_packed: Option<&[f32]>, b: Matrix, b_packed: Option<&[f32
     })
 }
 
-/// Products of at least this many multiply-adds are split between the CPU threads.
-const PARALLEL_MACS: usize = 1 << 19;
+/// Products of at least this many multiply-adds are split between the CPU threads: a smaller one
+/// gains less than the split costs (publishing the job, a worker joining late, its output moving
+/// between the cores' caches).
+const PARALLEL_MACS: usize = 1 << 21;
 
 /// The tiles of an `m x n` product of depth `k` for the CPU threads: about four per thread (so
 /// that tiles of unequal cost still even out), rows split at multiples of `MC` first (each tile
