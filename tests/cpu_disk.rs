@@ -75,6 +75,10 @@ impl Source for Flaky {
         self.log.borrow_mut().push((offset, buf.len() as u64));
         self.inner.read_at(offset, buf).await
     }
+    /// Read ahead as the browser's `Blob` is, so the merged reads show here natively.
+    fn reads_ahead(&self) -> bool {
+        true
+    }
 }
 
 fn open() -> (Rc<Flaky>, WeightFile) {

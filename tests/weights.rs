@@ -899,6 +899,10 @@ impl webnn_wgpu::weights::Source for Counting {
         self.reads.borrow_mut().push((offset, buf.len() as u64));
         self.inner.read_at(offset, buf).await
     }
+    /// Read ahead as the browser's `Blob` is, so the merged reads show here natively.
+    fn reads_ahead(&self) -> bool {
+        true
+    }
 }
 
 #[test]

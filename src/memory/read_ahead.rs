@@ -178,10 +178,10 @@ impl ReadAhead {
     }
 }
 
-/// Tensor `info`'s range of `source`, if its bytes are all there.
+/// Tensor `info`'s range of `source`, if its bytes are all there and the source reads ahead.
 pub fn file_range<S: Source>(source: &Rc<S>, info: &crate::weights::TensorInfo) -> Option<FileRange> {
     let end = info.offset.checked_add(info.byte_length)?;
-    (end <= source.len()).then_some(FileRange { source: Rc::as_ptr(source) as *const u8 as usize, offset: info.offset, len: info.byte_length })
+    (end <= source.len() && source.reads_ahead()).then_some(FileRange { source: Rc::as_ptr(source) as *const u8 as usize, offset: info.offset, len: info.byte_length })
 }
 
 /// Reads `len` bytes of `source` at `offset` into a new buffer, as a future that owns what it

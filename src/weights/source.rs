@@ -64,6 +64,13 @@ pub trait Source {
     /// [`len`](Self::len); a source that delivers fewer bytes (the file shrank) fails with `DataError`.
     async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
 
+    /// Whether a graph's constants of this source are read together ahead of their use
+    /// ([`read_ahead`](crate::memory::read_ahead)): where each read has a cost of its own (the
+    /// browser's `Blob`), not a native file's, whose merged read would only add a copy.
+    fn reads_ahead(&self) -> bool {
+        false
+    }
+
     /// A reader of the bytes at `offset..offset + len`, in order. The default reads each piece
     /// with [`read_at`](Self::read_at); the browser's `Blob` streams the range through one
     /// reused staging buffer instead of allocating per piece.
@@ -231,6 +238,10 @@ impl Source for BlobSource {
         }
         js_sys::Uint8Array::new(&bytes).copy_to(buf);
         Ok(())
+    }
+
+    fn reads_ahead(&self) -> bool {
+        true
     }
 
     fn reader(&self, offset: u64, len: u64) -> Box<dyn RangeReader + '_> {
