@@ -1,7 +1,7 @@
 #![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
-//! The CPU backend's matmul and gemm on float16 operands (`Kernel::Float16Product`: one row
-//! streams B's float16 bits, larger products pack B widened once when it is a constant, else
-//! widen it for the call) against a float64 reference of the spec's formulas on the float16
+//! The CPU backend's matmul and gemm on float16 operands (`Kernel::Float16Product`: a constant
+//! B packed widened once; B an input streamed as float16 bits by one row, widened for the call
+//! by larger products) against a float64 reference of the spec's formulas on the float16
 //! values: one row and many, batches of A, B `[K, N]` and gemm's bTranspose `[N, K]`, alpha,
 //! beta and C broadcast, B a constant and B an input, a single column, odd sizes, products large
 //! enough to split between the threads. Each output is float16: rounded once from float32.
@@ -122,6 +122,8 @@ fn float16_products_match_the_float64_reference() {
         matmul(&[3, 5], [5, 3]),
         Case { b_input: true, ..matmul(&[5, 16], [16, 9]) },
         Case { b_input: true, ..matmul(&[1, 16], [16, 9]) },
+        Case { b_input: true, ..matmul(&[1, 512], [512, 600]) },
+        Case { b_input: true, gemm: gemm(true, 0.5, 2.0, &[24]), ..matmul(&[1, 37], [24, 37]) },
         Case { gemm: gemm(true, 0.5, 2.0, &[24]), ..matmul(&[1, 37], [24, 37]) },
         Case { gemm: gemm(true, 1.5, -1.0, &[13, 1]), ..matmul(&[13, 37], [24, 37]) },
         Case { gemm: gemm(false, 1.0, 0.5, &[]), ..matmul(&[13, 37], [37, 24]) },

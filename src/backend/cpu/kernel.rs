@@ -51,8 +51,8 @@ pub enum Kernel {
     /// the quantized constant, its scale and zero point, then C).
     Dequantized { product: Op, reads: Vec<usize>, packed: Prepacked<quantized::QuantizedB> },
     /// matmul with a rank-2 B, or gemm without aTranspose, all of whose operands are float16
-    /// ([`float16`]): a single row streams B's float16 bits, larger products use B widened and
-    /// packed once when B is a constant (`packed`), else for the call.
+    /// ([`float16`]): a constant B is widened and packed once (`packed`); otherwise a single row
+    /// streams B's float16 bits and larger products widen B for the call.
     Float16Product { product: Op, packed: Option<Prepacked<gemm::Packed>> },
 }
 

@@ -1,8 +1,8 @@
 //! matmul and gemm on float16 operands with a rank-2 B, computed in float32 without a float32
-//! copy of B per call: a single row streams B's float16 bits and widens them as it multiplies
-//! (half the bytes of a float32 weight), and larger products use B packed once, widened into
-//! the float32 panels of [`gemm`]'s micro-kernel (kept while the graph is resident, as a
-//! float32 constant's packing is).
+//! copy of B per call: a constant B is packed once, widened into the float32 panels of
+//! [`gemm`]'s kernels (kept while the graph is resident and counted, as a float32 constant's
+//! packing is); where there is none (B an input, or no room under the memory budget) a single
+//! row streams B's float16 bits and widens them as it multiplies.
 
 use std::rc::Rc;
 
@@ -65,15 +65,15 @@ pub fn product(
     if a_len.is_none_or(|l| l > a.len()) || b_len.is_none_or(|l| l > b.len()) || out_len.is_none_or(|l| l > out.len()) {
         return Err(Error::Operation(format!("float16 product: {m} x {k} x {n} exceeds its operands")));
     }
+    if m > 0 && n > 1 && k > 0 {
+        if let Some(b) = packed()? {
+            return gemm::gemm_packed_b(Matrix::row_major(a, m, k), &b, alpha, out, n, accumulate);
+        }
+    }
     if m == 1 && k > 0 {
         return row(&a[..k], &b[..k * n], k, n, transposed, alpha, &mut out[..n], accumulate);
     }
     let a = Matrix::row_major(a, m, k);
-    if m > 1 && n > 1 && k > 0 {
-        if let Some(b) = packed()? {
-            return gemm::gemm_packed_b(a, &b, alpha, out, n, accumulate);
-        }
-    }
     let wide = widened(b, k * n)?;
     let view = Matrix::row_major(&wide, if transposed { n } else { k }, if transposed { k } else { n });
     gemm::gemm(a, if transposed { view.t() } else { view }, alpha, out, n, accumulate)

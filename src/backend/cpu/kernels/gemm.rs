@@ -768,13 +768,19 @@ pub(super) fn check_len(what: &str, shape: &[u32], len: usize) -> Result<usize> 
 }
 
 /// [`gemm`] of `a` by a B given only packed ([`Packed::right`]: float16 weights, never stored
-/// whole as float32), for products of at least two rows and two columns.
+/// whole as float32), for products of at least two columns.
 pub fn gemm_packed_b(a: Matrix, b: &Packed, alpha: f32, c: &mut [f32], ldc: usize, accumulate: bool) -> Result<()> {
     let (m, k, n) = (a.rows, b.rows, b.cols);
-    if b.left || a.cols != k || m <= 1 || n <= 1 || k == 0 {
+    if b.left || a.cols != k || m == 0 || n <= 1 || k == 0 {
         return Err(Error::Operation(format!("gemm: a {m} x {} by a packed {k} x {n} B is not a product this path runs", a.cols)));
     }
     a.check("a")?;
+    if m == 1 {
+        if c.len() < n {
+            return Err(Error::Operation(format!("gemm: a 1 x {n} output exceeds {} elements", c.len())));
+        }
+        return packed_gemv(&a, &b.data, n, alpha, &mut c[..n], accumulate);
+    }
     let fits = (m - 1).checked_mul(ldc).and_then(|i| i.checked_add(n)).is_some_and(|end| end <= c.len());
     if ldc < n || !fits {
         return Err(Error::Operation(format!("gemm: a {m} x {n} output with row stride {ldc} exceeds {} elements", c.len())));
