@@ -30,7 +30,7 @@ for (const f of ['pkg/index.js', 'node_modules/onnxruntime-web/dist/ort.webgpu.m
 const shapes = args.shapes.split(',').filter(Boolean);
 const impls = args.impls.split(',').filter(Boolean);
 const LIBS = ['ort', 'tfjs'];
-const NAMES = { ours: 'ours (navigator.ml)', ort: 'onnxruntime-web', tfjs: 'tfjs', wgsl: 'raw WGSL' };
+const NAMES = { ours: 'ours (navigator.ml)', cpu: 'ours (navigator.ml, CPU context)', ort: 'onnxruntime-web', tfjs: 'tfjs', wgsl: 'raw WGSL' };
 const opts = { budgetMs: Number(args['budget-ms']), maxIters: 50 };
 
 const DIMS = {
