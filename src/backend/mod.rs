@@ -13,6 +13,7 @@
 
 pub mod cpu;
 pub mod oneshot;
+pub mod read_ahead;
 pub mod reference;
 pub mod saved;
 pub mod webgpu;

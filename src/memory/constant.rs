@@ -13,7 +13,6 @@ use crate::error::{Error, Result};
 use crate::memory::HostBytes;
 use crate::memory::read_ahead::{FileRange, Windows};
 use crate::memory::{Allocator, DeviceBuffer};
-use crate::weights::source::LocalFuture;
 
 /// A constant that comes back from a weight file, with the host budget's copy it may keep.
 pub trait FileBacked {
@@ -29,8 +28,8 @@ pub trait FileBacked {
     fn file_range(&self) -> Option<FileRange>;
 
     /// Reads `len` bytes of its file at `offset` (a merged range around its own, see
-    /// [`ReadAhead`](crate::memory::read_ahead::ReadAhead)).
-    fn read_file(&self, offset: u64, len: u64) -> LocalFuture<'static, Result<Vec<u8>>>;
+    /// `backend::read_ahead::ReadAhead`).
+    fn read_file(&self, offset: u64, len: u64) -> Pin<Box<dyn Future<Output = Result<Vec<u8>>>>>;
 }
 
 /// Streams a weight file's tensor (source, tensor info, WebNN type) into a GPU buffer again,

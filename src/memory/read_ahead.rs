@@ -3,16 +3,13 @@
 //! flight at once overlap; a graph's constants (an expert's three matrices, adjacent in their
 //! file) were read one after another. So the ranges of the constants that need their files are
 //! sorted, merged across small gaps into reads of a bounded size, all started at once, and each
-//! constant then converts its bytes from the merged range as it would from its file.
+//! constant then converts its bytes from the merged range as it would from its file. Here: the
+//! ranges, their merging and the bytes read; the reads start in `backend::read_ahead`, and
+//! `weights::ahead` reads a constant's bytes through them.
 
 use std::cell::Cell;
 use std::rc::Rc;
 
-use crate::backend::oneshot;
-use crate::error::{Error, Result};
-use crate::memory::FileBacked;
-use crate::weights::source::{LocalFuture, RangeReader};
-use crate::weights::Source;
 
 /// A constant's bytes in its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +48,7 @@ pub fn merge(ranges: &[FileRange]) -> Vec<FileRange> {
 }
 
 /// [`merge`], each read with the item of its first range and the count of its ranges.
-fn merge_with<T>(items: impl IntoIterator<Item = (FileRange, T)>) -> Vec<(FileRange, T, usize)> {
+pub fn merge_with<T>(items: impl IntoIterator<Item = (FileRange, T)>) -> Vec<(FileRange, T, usize)> {
     let mut sorted: Vec<(FileRange, T)> = items.into_iter().filter(|(r, _)| r.len > 0 && r.len <= MAX_READ).collect();
     sorted.sort_by_key(|(r, _)| (r.source, r.offset));
     let mut reads: Vec<(FileRange, T, usize)> = Vec::new();
@@ -77,10 +74,30 @@ pub struct Prefetched {
     bytes: Vec<u8>,
 }
 
+impl Prefetched {
+    pub fn new(range: FileRange, bytes: Vec<u8>) -> Prefetched {
+        Prefetched { range, bytes }
+    }
+
+    /// The bytes at `offset..offset + len` of the file, if this range holds them all.
+    pub fn window(&self, offset: u64, len: u64) -> Option<&[u8]> {
+        let start = usize::try_from(offset.checked_sub(self.range.offset)?).ok()?;
+        self.bytes.get(start..start.checked_add(usize::try_from(len).ok()?)?)
+    }
+}
+
 /// Read-ahead bytes counted against [`MAX_QUEUED`] until dropped.
-struct Held {
+pub struct Held {
     counter: Rc<Cell<u64>>,
     bytes: u64,
+}
+
+impl Held {
+    /// Adds `bytes` to `counter` until dropped.
+    pub fn new(counter: &Rc<Cell<u64>>, bytes: u64) -> Held {
+        counter.set(counter.get() + bytes);
+        Held { counter: counter.clone(), bytes }
+    }
 }
 
 impl Drop for Held {
@@ -99,6 +116,11 @@ pub struct Windows {
 }
 
 impl Windows {
+    /// The bytes of `list` (sorted, disjoint) for `taken` (sorted by [`key`]), held by `held`.
+    pub fn new(list: Vec<Prefetched>, taken: Vec<FileRange>, held: Held) -> Windows {
+        Windows { list, taken, _held: Some(held) }
+    }
+
     /// The merged range holding all of `range`'s bytes, if one does.
     pub fn find(&self, range: Option<FileRange>) -> Option<&Prefetched> {
         let range = range?;
@@ -115,149 +137,8 @@ impl Windows {
     }
 }
 
-fn key(range: &FileRange) -> (usize, u64, u64) {
+pub fn key(range: &FileRange) -> (usize, u64, u64) {
     (range.source, range.offset, range.len)
-}
-
-/// Merged reads in flight.
-pub struct ReadAhead {
-    reads: Vec<(FileRange, oneshot::Receiver<Result<Vec<u8>>>)>,
-    taken: Vec<FileRange>,
-    held: Held,
-}
-
-impl ReadAhead {
-    /// Starts the merged reads of `files` (each with its range), in order while they hold at
-    /// most [`MAX_BATCH`] bytes; with `queued` (a dispatch waiting behind other work), also the
-    /// reads of lone ranges, and only while the context's read-ahead for queued dispatches
-    /// (`counter`) stays within [`MAX_QUEUED`]. Each read runs on its own, so that they are in
-    /// flight at once.
-    pub fn start<'a>(files: impl IntoIterator<Item = (FileRange, &'a dyn FileBacked)>, counter: &Rc<Cell<u64>>, queued: bool) -> ReadAhead {
-        let limit = if queued { MAX_QUEUED.saturating_sub(counter.get()).min(MAX_BATCH) } else { MAX_BATCH };
-        let mut chosen: Vec<(FileRange, &dyn FileBacked)> = Vec::new();
-        let mut total = 0u64;
-        for (range, file) in files {
-            if range.len > MAX_READ {
-                continue;
-            }
-            // A merged read holds at most one gap per range besides the ranges' bytes.
-            let most = range.len + MAX_GAP;
-            if total + most > limit {
-                break;
-            }
-            total += most;
-            chosen.push((range, file));
-        }
-        // A range with nothing to merge streams from its file as it would alone (in the browser
-        // straight to the GPU, not through wasm memory), unless its read is to overlap the work
-        // queued before it.
-        let mut taken: Vec<FileRange> = chosen.iter().map(|(r, _)| *r).collect();
-        taken.sort_by_key(key);
-        let reads: Vec<_> = merge_with(chosen)
-            .into_iter()
-            .filter(|&(_, _, count)| queued || count > 1)
-            .map(|(read, file, _)| {
-                let (sender, receiver) = oneshot::channel();
-                let bytes = file.read_file(read.offset, read.len);
-                oneshot::spawn(async move { sender.send(bytes.await) });
-                (read, receiver)
-            })
-            .collect();
-        let bytes = reads.iter().map(|(r, _)| r.len).sum();
-        counter.set(counter.get() + bytes);
-        ReadAhead { reads, taken, held: Held { counter: counter.clone(), bytes } }
-    }
-
-    /// The bytes of every read, or the first failure.
-    pub async fn finish(self) -> Result<Windows> {
-        let mut list = Vec::with_capacity(self.reads.len());
-        for (range, receiver) in self.reads {
-            list.push(Prefetched { range, bytes: receiver.await? });
-        }
-        Ok(Windows { list, taken: self.taken, _held: Some(self.held) })
-    }
-}
-
-/// Tensor `info`'s range of `source`, if its bytes are all there and the source reads ahead.
-pub fn file_range<S: Source>(source: &Rc<S>, info: &crate::weights::TensorInfo) -> Option<FileRange> {
-    let end = info.offset.checked_add(info.byte_length)?;
-    (end <= source.len() && source.reads_ahead()).then_some(FileRange { source: Rc::as_ptr(source) as *const u8 as usize, offset: info.offset, len: info.byte_length })
-}
-
-/// Reads `len` bytes of `source` at `offset` into a new buffer, as a future that owns what it
-/// needs (it runs on its own, see [`ReadAhead::start`]).
-pub fn read_source<S: Source + 'static>(source: &Rc<S>, offset: u64, len: u64) -> LocalFuture<'static, Result<Vec<u8>>> {
-    let source = source.clone();
-    Box::pin(async move {
-        let n = usize::try_from(len).ok().filter(|_| offset.checked_add(len).is_some_and(|end| end <= source.len()));
-        let n = n.ok_or_else(|| Error::Data(format!("{}: {len} bytes at offset {offset} are not in the file", source.name())))?;
-        let mut bytes = Vec::new();
-        bytes.try_reserve_exact(n).map_err(|_| Error::Unknown(format!("{}: no memory to read {len} bytes", source.name())))?;
-        bytes.resize(n, 0);
-        source.read_at(offset, &mut bytes).await?;
-        Ok(bytes)
-    })
-}
-
-/// `source` with the bytes a read-ahead brought in front: a range inside `ahead` is read from
-/// it, anything else from the file.
-pub struct Ahead<'a, S> {
-    pub source: &'a S,
-    pub ahead: Option<&'a Prefetched>,
-}
-
-impl<S: Source> Ahead<'_, S> {
-    fn window(&self, offset: u64, len: u64) -> Option<&[u8]> {
-        let p = self.ahead?;
-        let start = usize::try_from(offset.checked_sub(p.range.offset)?).ok()?;
-        p.bytes.get(start..start.checked_add(usize::try_from(len).ok()?)?)
-    }
-}
-
-impl<S: Source> Source for Ahead<'_, S> {
-    fn name(&self) -> &str {
-        self.source.name()
-    }
-
-    fn len(&self) -> u64 {
-        self.source.len()
-    }
-
-    async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        match self.window(offset, buf.len() as u64) {
-            Some(bytes) => {
-                buf.copy_from_slice(bytes);
-                Ok(())
-            }
-            None => self.source.read_at(offset, buf).await,
-        }
-    }
-
-    fn reader(&self, offset: u64, len: u64) -> Box<dyn RangeReader + '_> {
-        match self.window(offset, len) {
-            Some(bytes) => Box::new(SliceReader { bytes }),
-            None => self.source.reader(offset, len),
-        }
-    }
-}
-
-/// Reads consecutive pieces of bytes in memory.
-struct SliceReader<'a> {
-    bytes: &'a [u8],
-}
-
-impl RangeReader for SliceReader<'_> {
-    fn read<'a>(&'a mut self, buf: &'a mut [u8]) -> LocalFuture<'a, Result<()>> {
-        Box::pin(async move {
-            if buf.len() > self.bytes.len() {
-                return Err(Error::Data(format!("reading {} bytes goes past the range read ahead", buf.len())));
-            }
-            let (head, rest) = self.bytes.split_at(buf.len());
-            buf.copy_from_slice(head);
-            self.bytes = rest;
-            Ok(())
-        })
-    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 //! Malformed files are `DataError`s, types this loader cannot convert are `TypeError`s; every
 //! message names the file, the tensor (when there is one) and the problem.
 
+pub mod ahead;
 pub mod convert;
 pub mod gguf;
 pub mod safetensors;
