@@ -259,6 +259,19 @@ fn gemm_validation() {
 
 /// More than 65535 workgroups: the runtime folds the grid into y, and the kernels rebuild the
 /// linear workgroup index.
+/// Every finite float16 value through a product's quad loads (four halves in one 8-byte word):
+/// [1, 0, 0, 0] times a 4 x N matrix whose first row holds them all gives that row exactly.
+#[test]
+fn float16_products_widen_every_finite_half_exactly() {
+    let ctx = context();
+    let finite: Vec<f64> = (0..=u16::MAX).map(half::f16::from_bits).filter(|h| h.is_finite()).map(|h| h.to_f64()).collect();
+    let n = finite.len();
+    let b: Vec<f64> = finite.into_iter().chain(std::iter::repeat_n(0.5, 3 * n)).collect();
+    let a = ops::HostTensor::new(OperandDescriptor::new(DataType::Float16, vec![1, 4]), vec![1.0, 0.0, 0.0, 0.0]).unwrap();
+    let b = ops::HostTensor::new(OperandDescriptor::new(DataType::Float16, vec![4, n as u32]), b).unwrap();
+    check_op(&ctx, &Op::Matmul, &[a, b], 0, 0.0);
+}
+
 #[test]
 fn matmul_beyond_one_grid_dimension() {
     let ctx = context();

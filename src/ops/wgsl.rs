@@ -114,19 +114,20 @@ pub fn buffer_size(descriptor: &OperandDescriptor) -> u64 {
     descriptor.byte_length().max(4).saturating_add(3) / 4 * 4
 }
 
-/// Conversions between f32 and float16 bits, with round-to-nearest-even.
+/// Conversions between f32 and float16 bits, with round-to-nearest-even. Widening has no
+/// branches, so a kernel can issue its next loads before converting (a float16 GEMV with
+/// branches in it ran at a seventh of the float32 one's bandwidth on an H100).
 pub const F16_HELPERS: &str = r#"
 fn f16_to_f32(h: u32) -> f32 {
     let s = (h & 0x8000u) << 16u;
     let e = (h >> 10u) & 0x1fu;
     let m = h & 0x3ffu;
-    if (e == 0u) {
-        return bitcast<f32>(s | 0x3f800000u) * f32(m) * 5.9604644775390625e-8;
-    }
-    if (e == 31u) {
-        return bitcast<f32>(s | 0x7f800000u | (m << 13u));
-    }
-    return bitcast<f32>(s | ((e + 112u) << 23u) | (m << 13u));
+    let subnormal = bitcast<f32>(s | 0x3f800000u) * f32(m) * 5.9604644775390625e-8;
+    let other = bitcast<f32>(s | select((e + 112u) << 23u, 0x7f800000u, e == 31u) | (m << 13u));
+    return select(other, subnormal, e == 0u);
+}
+fn f16x2_to_f32(w: u32) -> vec2<f32> {
+    return vec2<f32>(f16_to_f32(w & 0xffffu), f16_to_f32(w >> 16u));
 }
 fn f32_to_f16(v: f32) -> u32 {
     let x = bitcast<u32>(v);

@@ -327,9 +327,10 @@ fn operand_access(index: usize, name: &str, data_type: DataType, quads: bool, al
     }
     if aligned {
         let mut s = match data_type {
-            DataType::Float16 => binding(index, name, data_type, false) + &format!(
-                "fn quad_{name}(e: u32) -> vec4<f32> {{ let w = e >> 1u; let lo = {name}[w]; let hi = {name}[w + 1u]; \
-                 return vec4<f32>(f16_to_f32(lo & 0xffffu), f16_to_f32(lo >> 16u), f16_to_f32(hi & 0xffffu), f16_to_f32(hi >> 16u)); }}\n"
+            // A quad of halves is one 8-byte load.
+            DataType::Float16 => format!(
+                "@group(0) @binding({index}) var<storage, read> {name}2: array<vec2<u32>>;\n\
+                 fn quad_{name}(e: u32) -> vec4<f32> {{ let w = {name}2[e >> 2u]; return vec4<f32>(f16x2_to_f32(w.x), f16x2_to_f32(w.y)); }}\n"
             ),
             _ => format!(
                 "@group(0) @binding({index}) var<storage, read> {name}4: array<vec4<f32>>;\n\
