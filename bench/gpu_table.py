@@ -1,6 +1,7 @@
 """Prints the tables of bench/gpu.html runs (the results.jsonl of bench/gpu_machine.sh): per build
 tag, the kernel shapes with ours beside tfjs-webgpu, onnxruntime-web's WebGPU EP and a plain WGSL
-kernel (ms per product including the final read back; a '!' marks a failed check), the MoE
+kernel (ms per product including the final read back; a '!' marks a failed check), the WGSL lab's
+kernels (examples/wgsl_lab.rs), the MoE
 tokens/s per memory mode, and the small-tensor round trips. usage: gpu_table.py RESULTS.jsonl"""
 import json
 import sys
@@ -45,3 +46,8 @@ for run in runs:
         print(f"memory {r['mib']} MiB: writeBuffer {r['raw']:.2f} ms, create + writeBuffer {r['rawCreate']:.2f}, "
               f"swapIn {r['swapIn']:.2f} ({100 * r['raw'] / r['swapIn']:.0f}% of writeBuffer), "
               f"at the budget {r['swapInBudget']:.2f} ({100 * r['raw'] / r['swapInBudget']:.0f}%), swapOut {r['swapOut']:.2f}, rebuild {r['rebuild']:.1f}")
+    if run.get('lab'):
+        print('\n| lab shape | variant | ms | rate |')
+        print('|---|---|---:|---:|')
+        for r in run['lab']:
+            print(f"| {r['shape']} | {r['variant']} | {cell(r) if 'ms' in r else r.get('error')} | {rate(r['shape'], r['ms']) if 'ms' in r else ''} |")

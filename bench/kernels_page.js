@@ -86,7 +86,7 @@ function halfBits(v) {
   const rest = m & 0x1fff;
   return sign | (bits + (rest > 0x1000 || (rest === 0x1000 && (bits & 1)) ? 1 : 0));
 }
-function halfValue(h) {
+export function halfValue(h) {
   const e = (h >>> 10) & 0x1f;
   const m = h & 0x3ff;
   const v = e === 0 ? m * 2 ** -24 : e === 31 ? (m ? NaN : Infinity) : (1 + m / 1024) * 2 ** (e - 15);
@@ -99,7 +99,7 @@ function toHalf(a) {
 }
 
 const cache = new Map();
-function data(name) {
+export function data(name) {
   if (cache.has(name)) return cache.get(name);
   const s = SHAPES[name];
   const rnd = random(name.length * 7919 + (s.N ?? s.H));
@@ -137,7 +137,7 @@ function erf(x) {
 }
 
 /** Checks `out` against a float64 reference; returns { ok, checked, worst } (worst: error / tolerance). */
-function check(name, out) {
+export function check(name, out) {
   const s = SHAPES[name];
   const d = data(name);
   let worst = 0;
@@ -212,7 +212,7 @@ function check(name, out) {
  * Warm-up, then `iters` runs timed up to the end of the final read back. The first run compiles;
  * a second untimed one sizes `iters` to about `budgetMs` unless the first already exceeded it.
  */
-async function measure(step, finish, { budgetMs, maxIters }) {
+export async function measure(step, finish, { budgetMs, maxIters }) {
   let t = performance.now();
   await step();
   await finish();

@@ -1,0 +1,96 @@
+// The WGSL lab in the browser: the kernel texts that `examples/wgsl_lab.rs write` generated from
+// our matmul and GEMV lowering (several tile shapes per product), each timed on the page's own
+// GPUDevice as kernels_page.js times its cells (warm-up, repeated runs ending with one read back)
+// and checked against its float64 reference. `wgsl_lab run` times the same texts natively, so a
+// kernel's browser-to-native ratio comes from one text through two compilers (Tint, naga).
+import { SHAPES, data, check, measure, halfValue } from './kernels_page.js';
+
+/** Times every kernel of the lab file at `path`; resolves to [{ shape, variant, ms, check } | { error }]. */
+export async function run(path, opts, log) {
+  const list = await (await fetch(path)).json();
+  const adapter = await navigator.gpu.requestAdapter();
+  const device = await adapter.requestDevice({
+    requiredLimits: {
+      maxBufferSize: adapter.limits.maxBufferSize,
+      maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+      maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize,
+      maxComputeInvocationsPerWorkgroup: adapter.limits.maxComputeInvocationsPerWorkgroup,
+    },
+  });
+  const results = [];
+  try {
+    for (const e of list) {
+      const r = { shape: e.shape, variant: e.variant };
+      try {
+        Object.assign(r, await one(device, e, opts));
+      } catch (err) {
+        r.error = `${err?.name ?? 'Error'}: ${err?.message ?? err}`;
+      }
+      results.push(r);
+      await log?.(`lab ${JSON.stringify(r)}`);
+    }
+  } finally {
+    device.destroy();
+  }
+  return results;
+}
+
+async function one(device, e, opts) {
+  if (!SHAPES[e.shape]) throw new Error(`no shape ${e.shape} in kernels_page.js`);
+  const d = data(e.shape);
+  const half = e.dataType === 'float16';
+  const U = GPUBufferUsage;
+  const buffer = (size, values) => {
+    const b = device.createBuffer({ size: Math.max(4, Math.ceil(size / 4) * 4), usage: U.STORAGE | U.COPY_DST | U.COPY_SRC });
+    if (values) device.queue.writeBuffer(b, 0, values);
+    return b;
+  };
+  const outBytes = Math.ceil((e.M * e.N * (half ? 2 : 4)) / 4) * 4;
+  const buffers = {
+    in0: buffer((half ? d.Ah : d.A).byteLength, half ? d.Ah : d.A),
+    in1: buffer((half ? d.Bh : d.B).byteLength, half ? d.Bh : d.B),
+    out0: buffer(outBytes),
+  };
+  e.scratch.forEach((size, i) => { buffers[`s${i}`] = buffer(size); });
+  const readback = device.createBuffer({ size: outBytes, usage: U.MAP_READ | U.COPY_DST });
+  const max = device.limits.maxComputeWorkgroupsPerDimension;
+  device.pushErrorScope('validation');
+  const steps = e.launches.map((l) => {
+    const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module: device.createShaderModule({ code: l.wgsl }), entryPoint: 'main' } });
+    const bindGroup = device.createBindGroup({
+      layout: pipeline.getBindGroupLayout(0),
+      entries: l.bind.map((name, binding) => ({ binding, resource: { buffer: buffers[name] } })),
+    });
+    const x = Math.min(l.groups, max);
+    return { pipeline, bindGroup, grid: [x, Math.ceil(l.groups / x)] };
+  });
+  const invalid = await device.popErrorScope();
+  if (invalid) throw new Error(invalid.message);
+  const step = () => {
+    const enc = device.createCommandEncoder();
+    for (const s of steps) {
+      const pass = enc.beginComputePass();
+      pass.setPipeline(s.pipeline);
+      pass.setBindGroup(0, s.bindGroup);
+      pass.dispatchWorkgroups(...s.grid);
+      pass.end();
+    }
+    device.queue.submit([enc.finish()]);
+  };
+  const finish = async () => {
+    const enc = device.createCommandEncoder();
+    enc.copyBufferToBuffer(buffers.out0, 0, readback, 0, outBytes);
+    device.queue.submit([enc.finish()]);
+    await readback.mapAsync(GPUMapMode.READ);
+    const bytes = readback.getMappedRange().slice(0);
+    readback.unmap();
+    return half ? Float32Array.from(new Uint16Array(bytes, 0, e.M * e.N), halfValue) : new Float32Array(bytes);
+  };
+  try {
+    const r = await measure(step, finish, opts);
+    return { ms: r.ms, iters: r.iters, check: check(e.shape, r.out) };
+  } finally {
+    Object.values(buffers).forEach((b) => b.destroy());
+    readback.destroy();
+  }
+}
