@@ -4,7 +4,7 @@
 # needs travels in device calls (docs: BENCHMARKS.md, "Real GPU in Chromium"):
 #   /tmp/payload/chromium.part.*  ../shared/gpu-browser/pack.sh parts (one call per part)
 #   /tmp/payload/ort/             onnxruntime-web's ort.webgpu.min.js and ort-wasm-simd-threaded.asyncify.{mjs,wasm}
-#   /tmp/payload/model.safetensors  the MoE demo's weights (www/models/moe/)
+#   /tmp/payload/model.safetensors  the MoE demo's weights, when the tree's copy is not there
 #   .gl/*.deb                     libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2:
 #                                 without glvnd, Vulkan finds no NVIDIA driver and WebGPU no adapter
 #   .gpu/ctl/serve.py, .gpu/ctl/tf/  ../shared/gpu-browser/serve.py; tfjs-core and tfjs-backend-webgpu min.js
@@ -14,7 +14,10 @@
 # $OUT/results.jsonl. GPU_QUERY adds page parameters; GPU_SECONDS bounds each page; GPU_ROUNDS
 # (default 2) sets the rounds. With
 # GPU_FLAGS set (and no .gpu/pkg-old), the comparison is the chosen flag set without and with
-# those flags (e.g. --enable-dawn-features=disable_robustness), interleaved the same way.
+# those flags (e.g. --enable-dawn-features=disable_robustness; several sets separated by '|',
+# each its own page, tagged flags0, flags1, ...), interleaved the same way, the flagged pages
+# with GPU_FLAGS_QUERY instead of GPU_QUERY when it is set. GPU_SKIP_PLAIN=1 runs only the
+# flagged pages (a later call on the same warm machine).
 set -u
 root=/tmp/chromium-gpu; P=/tmp/payload
 ls $P/chromium.part.00 $P/ort >/dev/null || exit 3
@@ -23,7 +26,7 @@ export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d
 if [ ! -x $root/chromium/chromium-headless-shell ]; then
   mkdir -p $root && cat $P/chromium.part.* | xz -d | tar -x -C $root || { echo "unpack failed"; exit 1; }
 fi
-cp $P/model.safetensors www/models/moe/model.safetensors
+[ -f $P/model.safetensors ] && cp $P/model.safetensors www/models/moe/model.safetensors
 mkdir -p node_modules/onnxruntime-web/dist node_modules/@tensorflow/tfjs-core/dist node_modules/@tensorflow/tfjs-backend-webgpu/dist
 cp $P/ort/* node_modules/onnxruntime-web/dist/
 cp .gpu/ctl/tf/tf-core.min.js node_modules/@tensorflow/tfjs-core/dist/
@@ -59,12 +62,16 @@ for i in "${!variants[@]}"; do
   if tail -1 $OUT/results.jsonl | grep -qi nvidia; then chosen=${variants[$i]}; break; fi
 done
 [ -n "$chosen" ] || { echo "no flag set found the GPU"; kill $srv; exit 1; }
-[ -n "${GPU_FLAGS:-}" ] && [ ${#builds[@]} = 1 ] && builds=(new flags)
+sets=()
+[ -n "${GPU_FLAGS:-}" ] && [ ${#builds[@]} = 1 ] && IFS='|' read -ra sets <<< "$GPU_FLAGS"
+[ "${GPU_SKIP_PLAIN:-}" = 1 ] && [ ${#sets[@]} -gt 0 ] && builds=()
+for i in "${!sets[@]}"; do builds+=("flags$i"); done
 for round in $(seq 1 ${GPU_ROUNDS:-2}); do
   for tag in "${builds[@]}"; do
     if [ $tag = old ]; then serve /tmp/old; else serve .; fi
-    flags=$chosen; [ $tag = flags ] && flags="$chosen $GPU_FLAGS"
-    page "$flags" "bench/gpu.html?${GPU_QUERY:-}&tag=$tag$round" ${GPU_SECONDS:-200} bench-$tag$round
+    flags=$chosen query=${GPU_QUERY:-}
+    [[ $tag = flags* ]] && flags="$chosen ${sets[${tag#flags}]}" query=${GPU_FLAGS_QUERY:-$query}
+    page "$flags" "bench/gpu.html?$query&tag=$tag$round" ${GPU_SECONDS:-200} bench-$tag$round
   done
 done
 kill $srv

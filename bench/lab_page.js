@@ -5,9 +5,10 @@
 // kernel's browser-to-native ratio comes from one text through two compilers (Tint, naga).
 import { SHAPES, data, check, measure, halfValue } from './kernels_page.js';
 
-/** Times every kernel of the lab file at `path`; resolves to [{ shape, variant, ms, check } | { error }]. */
+/** Times every kernel of the lab file at `path` (of the shapes in `opts.labShapes`, when given); resolves to [{ shape, variant, ms, check } | { error }]. */
 export async function run(path, opts, log) {
-  const list = await (await fetch(path)).json();
+  const only = opts.labShapes?.length ? new Set(opts.labShapes) : null;
+  const list = (await (await fetch(path)).json()).filter((e) => !only || only.has(e.shape));
   const adapter = await navigator.gpu.requestAdapter();
   const device = await adapter.requestDevice({
     requiredLimits: {

@@ -32,7 +32,18 @@ const SHAPES: &[(&str, u32, u32, u32, bool)] = &[
 ];
 
 /// Tile shapes (wx, wy, tm, tn, bk) tried on the products; the first is the default's.
-const TILES: &[[u32; 5]] = &[[16, 16, 8, 8, 16], [16, 16, 8, 8, 8], [16, 16, 4, 4, 16], [8, 8, 8, 8, 16], [8, 16, 8, 8, 16]];
+const TILES: &[[u32; 5]] = &[
+    [16, 16, 8, 8, 16],
+    [16, 16, 8, 8, 8],
+    [16, 16, 8, 8, 32],
+    [16, 16, 4, 8, 16],
+    [16, 16, 8, 4, 16],
+    [16, 16, 4, 4, 16],
+    [16, 16, 4, 4, 32],
+    [32, 8, 4, 8, 16],
+    [8, 8, 8, 8, 16],
+    [8, 16, 8, 8, 16],
+];
 /// GEMV shapes (wx, wk, splits) tried beside the default choice.
 const GEMVS: &[[u32; 3]] = &[[64, 4, 8], [64, 4, 1], [32, 8, 8], [64, 8, 16]];
 
