@@ -584,3 +584,136 @@ fn throughput() {
         }
     }
 }
+
+/// conv2d from the spec's definition in float64, independent of the kernels and of
+/// `ops::reference`: `input` in `layout` (`[n, c, h, w]` or `[n, h, w, c]`), `filter` oihw,
+/// `padding` `[top, bottom, left, right]`; the output in `layout` too. With `absolute`, every
+/// value enters as its magnitude (the error scale of [`mismatch`]).
+#[allow(clippy::too_many_arguments)]
+fn spec_conv2d(
+    c: &ConvCase,
+    layout: InputLayout,
+    input: &[f32],
+    filter: &[f32],
+    bias: Option<&[f32]>,
+    padding: [usize; 4],
+    strides: [usize; 2],
+    dilations: [usize; 2],
+    absolute: bool,
+) -> Vec<f64> {
+    let value = |x: f32| if absolute { (x as f64).abs() } else { x as f64 };
+    let (batches, in_c, out_c, groups) = (c.batches as usize, c.input_channels as usize, c.output_channels as usize, c.groups as usize);
+    let [in_h, in_w] = c.size.map(|x| x as usize);
+    let [k_h, k_w] = c.filter.map(|x| x as usize);
+    let out_size = |size: usize, k: usize, before: usize, after: usize, stride: usize, dilation: usize| {
+        (size + before + after - ((k - 1) * dilation + 1)) / stride + 1
+    };
+    let out_h = out_size(in_h, k_h, padding[0], padding[1], strides[0], dilations[0]);
+    let out_w = out_size(in_w, k_w, padding[2], padding[3], strides[1], dilations[1]);
+    let nchw = layout == InputLayout::Nchw;
+    let at = |n: usize, ch: usize, y: usize, x: usize, (channels, h, w): (usize, usize, usize)| {
+        if nchw {
+            ((n * channels + ch) * h + y) * w + x
+        } else {
+            ((n * h + y) * w + x) * channels + ch
+        }
+    };
+    let (in_per_group, out_per_group) = (in_c / groups, out_c / groups);
+    let mut out = vec![0.0; batches * out_c * out_h * out_w];
+    for n in 0..batches {
+        for oc in 0..out_c {
+            let group = oc / out_per_group;
+            for oy in 0..out_h {
+                for ox in 0..out_w {
+                    let mut sum = bias.map_or(0.0, |b| value(b[oc]));
+                    for ic in 0..in_per_group {
+                        for fy in 0..k_h {
+                            for fx in 0..k_w {
+                                let y = (oy * strides[0] + fy * dilations[0]) as i64 - padding[0] as i64;
+                                let x = (ox * strides[1] + fx * dilations[1]) as i64 - padding[2] as i64;
+                                if y < 0 || x < 0 || y >= in_h as i64 || x >= in_w as i64 {
+                                    continue;
+                                }
+                                let ch = group * in_per_group + ic;
+                                let v = value(input[at(n, ch, y as usize, x as usize, (in_c, in_h, in_w))]);
+                                let w = value(filter[((oc * in_per_group + ic) * k_h + fy) * k_w + fx]);
+                                sum += v * w;
+                            }
+                        }
+                    }
+                    out[at(n, oc, oy, ox, (out_c, out_h, out_w))] = sum;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Several batches of images with few output pixels, which run as one GEMM per group with the
+/// batches' columns side by side (nchw then scatters each batch's columns to its planes):
+/// against [`spec_conv2d`], with padding, strides, dilations, groups, a bias and without, a
+/// filter of one output channel per group (a GEMV-shaped product), and more batches than one
+/// product's columns hold.
+#[test]
+fn conv2d_batches_of_small_images() {
+    let mut rng = Rng::new(7);
+    let cases = [
+        // silero-vad's STFT as a conv (258 filters of 256 taps, stride 128) and the conv after it.
+        case(8, [1, 258], [1, 640], [1, 256], 1).window([0, 0, 0, 0], [1, 128], [1, 1]),
+        case(8, [129, 128], [1, 4], [1, 3], 1).window([0, 0, 1, 1], [1, 1], [1, 1]),
+        case(5, [6, 8], [4, 5], [3, 3], 2).window([1, 0, 2, 1], [2, 1], [1, 2]),
+        case(3, [4, 2], [3, 3], [3, 3], 2),
+        case(4, [12, 9], [7, 8], [1, 1], 3),
+        case(6, [3, 16], [9, 9], [2, 3], 1).window([1, 1, 0, 2], [3, 2], [2, 1]),
+        // 2048 deep and 63 pixels a batch: 8 batches a product, then a run of one.
+        case(9, [512, 3], [8, 10], [2, 2], 1),
+    ];
+    for c in &cases {
+        let padding = c.padding.clone().unwrap_or(vec![0; 4]);
+        let strides = c.strides.clone().unwrap_or(vec![1, 1]);
+        let dilations = c.dilations.clone().unwrap_or(vec![1, 1]);
+        for input_layout in INPUT_LAYOUTS {
+            for with_bias in [false, true] {
+                let [h, w] = c.size;
+                let input_shape = shape_in(input_layout.name(), "nchw", [c.batches, c.input_channels, h, w]);
+                let filter_shape = [c.output_channels, c.input_channels / c.groups, c.filter[0], c.filter[1]];
+                let options = Conv2dOptions {
+                    padding: Some(padding.clone()),
+                    strides: Some(strides.clone()),
+                    dilations: Some(dilations.clone()),
+                    groups: c.groups,
+                    input_layout,
+                    filter_layout: Conv2dFilterLayout::Oihw,
+                    has_bias: with_bias,
+                };
+                let mut descriptors = vec![descriptor(&input_shape), descriptor(&filter_shape)];
+                if with_bias {
+                    descriptors.push(descriptor(&[c.output_channels]));
+                }
+                let refs: Vec<&OperandDescriptor> = descriptors.iter().collect();
+                let geometry = conv2d_geometry(&options, &refs).unwrap();
+                let output = validate_conv2d(&options, &refs).unwrap().remove(0);
+                let pixels = (geometry.output_size[0] * geometry.output_size[1]) as usize;
+                assert!(pixels < 64, "{pixels} output pixels: not a small image");
+                let input = rng.floats(descriptors[0].element_count() as usize, -1.0, 1.0);
+                let filter = rng.floats(descriptors[1].element_count() as usize, -1.0, 1.0);
+                let bias = rng.floats(c.output_channels as usize, -1.0, 1.0);
+                let bias = with_bias.then_some(&bias[..]);
+                let p = [0, 1, 2, 3].map(|i| padding[i] as usize);
+                let (s, d) = ([0, 1].map(|i| strides[i] as usize), [0, 1].map(|i| dilations[i] as usize));
+                let spec = |absolute| spec_conv2d(c, input_layout, &input, &filter, bias, p, s, d, absolute);
+                let (expected, scale) = (spec(false), spec(true));
+                assert_eq!(expected.len() as u64, output.element_count());
+                let what = format!("conv2d {input_shape:?} * {filter_shape:?} {} groups {} {options:?}", input_layout.name(), c.groups);
+                let k = (filter_shape[1] * c.filter[0] * c.filter[1]) as usize;
+                let mut out = vec![f32::NAN; expected.len()];
+                conv::conv2d(&geometry, &input, &filter, bias, &mut out).unwrap();
+                assert_close(&what, &out, &expected, &scale, k);
+                let packed = PackedFilter::new(&geometry, &filter).unwrap();
+                let mut again = vec![f32::NAN; expected.len()];
+                conv::conv2d_packed(&geometry, &input, &packed, bias, &mut again).unwrap();
+                assert_close(&format!("{what} (packed)"), &again, &expected, &scale, k);
+            }
+        }
+    }
+}

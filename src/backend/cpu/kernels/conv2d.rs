@@ -7,6 +7,10 @@
 //! run a direct loop over the window instead, vectorised along width (nchw) or channels (nhwc).
 //! The product's orientation follows the layout, so the GEMM writes the output in place: nchw
 //! computes `filter [Cout x K] * columns [K x HW]`, nhwc `columns [HW x K] * filter^T [K x Cout]`.
+//! Images of fewer than [`SMALL_IMAGE_PIXELS`] output pixels take several batches' columns side
+//! by side into one product per group (a GEMM of a few columns spends more on calls, packing and
+//! half-empty micro-kernel panels than on multiply-adds); nchw then copies each batch's columns
+//! to its output planes.
 //!
 //! convTranspose2d: per batch and group, `filter^T [Cout*KH*KW x Cin] * input [Cin x HW]` by
 //! GEMM, then col2im adds each column to the output pixels it reaches.
@@ -25,6 +29,8 @@ use super::scratch::{self, Slot};
 const COLUMN_FLOATS: usize = 1 << 20;
 /// Output rows of at least this many pixels copy the input runs they read (im2col).
 const COPIED_RUN: usize = 8;
+/// Output images of fewer pixels than this run several batches as one GEMM.
+const SMALL_IMAGE_PIXELS: usize = 64;
 /// Convolutions of at least this many multiply-adds run their tiles on the CPU threads (smaller
 /// ones gain less than the split costs, as for the GEMM).
 const PARALLEL_MACS: usize = 1 << 21;
@@ -475,6 +481,11 @@ impl Conv {
             && self.padding == [0, 0]
             && [out_h, out_w] == [in_h, in_w]
             && is_h == in_w * is_w;
+        let batches_per_product = (COLUMN_FLOATS / depth.saturating_mul(out_h * out_w).max(1)).min(self.batches);
+        let batched_output = planar || os_n == out_h * os_h;
+        if self.batches > 1 && out_h * out_w < SMALL_IMAGE_PIXELS && batches_per_product > 1 && batched_output {
+            return self.gemm_batched(planar, batches_per_product, input, weights, packed, accumulate, out);
+        }
         let row_len = self.scratch_len(depth, out_w)?;
         let macs = self.batches.saturating_mul(self.output_channels).saturating_mul(out_h * out_w).saturating_mul(depth);
         let threads = if pointwise || macs < PARALLEL_MACS { 1 } else { threads::count() };
@@ -528,7 +539,7 @@ impl Conv {
             let offsets = if planar && !pointwise { self.window_offsets(oy0, pixels)? } else { Vec::new() };
             if planar && !pointwise && per_group > 1 && pixels > 1 {
                 // im2col's rows go straight into the GEMM's packed panels.
-                let rows = |taps: Range<usize>, values: &mut [f32]| self.im2col_planar(input, input_start, &offsets, taps, values);
+                let rows = |taps: Range<usize>, values: &mut [f32]| self.im2col_planar(input, input_start, &offsets, taps, values, pixels);
                 return write(&|c, ldc| gemm_packed_rows(filter, packed, (depth, pixels), &rows, 1.0, c, ldc, accumulate));
             }
             scratch::with(Slot::Columns, columns_len, |columns| {
@@ -538,7 +549,7 @@ impl Conv {
                     Matrix { data: input, offset: input_start, rows, cols, row_stride, col_stride }
                 } else if planar {
                     let columns = &mut columns[..depth * pixels];
-                    self.im2col_planar(input, input_start, &offsets, 0..depth, columns);
+                    self.im2col_planar(input, input_start, &offsets, 0..depth, columns, pixels);
                     Matrix::row_major(columns, depth, pixels)
                 } else {
                     let columns = &mut columns[..depth * pixels];
@@ -560,6 +571,78 @@ impl Conv {
             // One tile after another (each product may still split between the threads).
             (0..tiles.len()).try_for_each(tile)
         }
+    }
+
+    /// conv2d of a small image by GEMM per group and run of `batches_per_product` batches: the
+    /// product's columns are the pixels of every batch of the run, batch after batch. nchw
+    /// computes `filter [Cout x K] * columns [K x batches*HW]` into a block whose runs of HW
+    /// columns are then copied (or, with `accumulate`, added) to each batch's output planes;
+    /// nhwc's `columns [batches*HW x K] * filter^T` is already the output's rows, which a dense
+    /// layout puts one batch after another.
+    #[allow(clippy::too_many_arguments)]
+    fn gemm_batched(
+        &self,
+        planar: bool,
+        batches_per_product: usize,
+        input: &[f32],
+        weights: &[f32],
+        packed: Option<&Packed>,
+        accumulate: bool,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let [is_n, is_c, _, _] = self.input_strides;
+        let [os_n, os_c, _, os_w] = self.output_strides;
+        let [_, in_per_group, k_h, k_w] = self.filter_dims();
+        let per_group = self.output_channels / self.groups;
+        let depth = in_per_group * k_h * k_w;
+        let pixels = self.output_size[0] * self.output_size[1];
+        let offsets = if planar { self.window_offsets(0, pixels)? } else { Vec::new() };
+        for first in (0..self.batches).step_by(batches_per_product) {
+            let batches = batches_per_product.min(self.batches - first);
+            let columns = batches * pixels;
+            for group in 0..self.groups {
+                let filter = Matrix { data: weights, offset: group * per_group * depth, rows: per_group, cols: depth, row_stride: depth, col_stride: 1 };
+                let input_start = |n: usize| (first + n) * is_n + group * in_per_group * is_c;
+                if !planar {
+                    scratch::with(Slot::Columns, columns * depth, |values| {
+                        for (n, rows) in values.chunks_exact_mut(pixels * depth).enumerate() {
+                            self.im2col_interleaved(input, input_start(n), 0, in_per_group, rows);
+                        }
+                        let c = &mut out[first * os_n + group * per_group..];
+                        gemm_prepacked(Matrix::row_major(values, columns, depth), None, filter.t(), packed, 1.0, c, os_w, accumulate)
+                    })?;
+                    continue;
+                }
+                // Row `(ic, kh, kw)` of the columns holds batch n's pixels from column n * pixels.
+                let rows = |taps: Range<usize>, values: &mut [f32]| {
+                    for n in 0..batches {
+                        self.im2col_planar(input, input_start(n), &offsets, taps.clone(), &mut values[n * pixels..], columns);
+                    }
+                };
+                scratch::with(Slot::Product, per_group * columns, |block| {
+                    if per_group > 1 && columns > 1 {
+                        gemm_packed_rows(filter, packed, (depth, columns), &rows, 1.0, block, columns, false)?;
+                    } else {
+                        scratch::with(Slot::Columns, depth * columns, |values| {
+                            rows(0..depth, values);
+                            gemm_prepacked(filter, packed, Matrix::row_major(values, depth, columns), None, 1.0, block, columns, false)
+                        })?;
+                    }
+                    for (oc, row) in block.chunks_exact(columns).enumerate() {
+                        for (n, run) in row.chunks_exact(pixels).enumerate() {
+                            let plane = &mut out[(first + n) * os_n + (group * per_group + oc) * os_c..][..pixels];
+                            if accumulate {
+                                plane.iter_mut().zip(run).for_each(|(o, &v)| *o += v);
+                            } else {
+                                plane.copy_from_slice(run);
+                            }
+                        }
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// For each tap `(kh, kw)` and each output pixel of the `pixels` from row `oy0`: where the
@@ -596,18 +679,19 @@ impl Conv {
     }
 
     /// im2col for the planar product, rows `taps` (row `(ic, kh, kw)` holds the input value each
-    /// output pixel of the tile reads through that tap, 0 in the padding) one after another in
+    /// output pixel of the tile reads through that tap, 0 in the padding) `row_stride` apart in
     /// `values`, through `offsets` ([`Conv::window_offsets`]): output rows of at least
     /// [`COPIED_RUN`] pixels that read a contiguous run of the input copy it; others gather each
     /// value, which costs the same for every width (copies of the short rows of small images
     /// cost more in calls than in moving floats).
-    fn im2col_planar(&self, input: &[f32], input_start: usize, offsets: &[usize], taps: Range<usize>, values: &mut [f32]) {
+    fn im2col_planar(&self, input: &[f32], input_start: usize, offsets: &[usize], taps: Range<usize>, values: &mut [f32], row_stride: usize) {
         let per_channel = (self.filter_size[0] * self.filter_size[1]).max(1);
         let pixels = offsets.len() / per_channel;
         let out_w = self.output_size[1].max(1);
         let copied = out_w >= COPIED_RUN && self.strides[1] == 1 && self.input_strides[3] == 1;
         let (mut ic, mut tap) = (taps.start / per_channel, taps.start % per_channel);
-        for row in values.chunks_exact_mut(pixels.max(1)).take(taps.len()) {
+        for row in values.chunks_mut(row_stride.max(1)).take(taps.len()) {
+            let row = &mut row[..pixels];
             let channel = input_start + ic * self.input_strides[1];
             let offsets = &offsets[tap * pixels..][..pixels];
             // The padding's offset overflows or lands past the input: 0.

@@ -15,12 +15,15 @@ pub enum Slot {
     Columns,
     /// A filter rearranged for one call.
     Filter,
+    /// A product's block before it is copied to a strided output.
+    Product,
 }
 
 thread_local! {
     static PACK: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
     static COLUMNS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
     static FILTER: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+    static PRODUCT: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
 /// Runs `f` on `len` floats of the slot's buffer (contents unspecified), growing it first. The
@@ -30,6 +33,7 @@ pub fn with<R>(slot: Slot, len: usize, f: impl FnOnce(&mut [f32]) -> Result<R>) 
         Slot::Pack => &PACK,
         Slot::Columns => &COLUMNS,
         Slot::Filter => &FILTER,
+        Slot::Product => &PRODUCT,
     };
     let mut buffer = key.try_with(Cell::take).unwrap_or_default();
     let result = grow(&mut buffer, len).and_then(|()| f(&mut buffer[..len]));
