@@ -7,7 +7,8 @@
 # /tmp/payload; the last call also carries .gl and runs, on the GPU machine:
 #   bash bench/gpu_unpack.sh && <native runs> && bash bench/gpu_machine.sh
 # The pieces: Chromium (../shared/gpu-browser/pack.sh), onnxruntime-web's WebGPU files, tfjs,
-# serve.py, pkg/, the native examples and the WGSL lab's kernels (examples/wgsl_lab.rs write).
+# serve.py, pkg/ (and .gpu/pkg-old when there), the native examples and the WGSL lab's kernels
+# (examples/wgsl_lab.rs write).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tree=$(git ls-files -z | du -cb --files0-from=- | tail -1 | cut -f1)
@@ -27,6 +28,8 @@ xz -T0 -6 -c $ort/ort-wasm-simd-threaded.asyncify.wasm > "$w/p/ort/ort-wasm-simd
 cp node_modules/@tensorflow/tfjs-core/dist/tf-core.min.js node_modules/@tensorflow/tfjs-backend-webgpu/dist/tf-backend-webgpu.min.js "$w/p/ctl/tf/"
 cp ../shared/gpu-browser/serve.py "$w/p/ctl/"
 tar -cf - pkg | xz -T0 -6 > "$w/p/pkg.tar.xz"
+# .gpu/pkg-old (another build of pkg/): gpu_machine.sh then runs both builds, interleaved.
+[ -d .gpu/pkg-old ] && tar -cf - -C .gpu pkg-old | xz -T0 -6 > "$w/p/pkg-old.tar.xz"
 cp target/release/examples/wgsl_lab target/release/examples/moe "$w/p/bin/"
 target/release/examples/wgsl_lab write "$w/p/lab.json" >/dev/null
 # GPU_PACK_MODEL=1: the MoE weights travel in the payload, for a lease whose working tree leaves

@@ -85,10 +85,11 @@ async function one(device, e, opts) {
     await readback.mapAsync(GPUMapMode.READ);
     const bytes = readback.getMappedRange().slice(0);
     readback.unmap();
-    return half ? Float32Array.from(new Uint16Array(bytes, 0, e.M * e.N), halfValue) : new Float32Array(bytes);
+    return bytes;
   };
+  const values = (bytes) => (half ? Float32Array.from(new Uint16Array(bytes, 0, e.M * e.N), halfValue) : new Float32Array(bytes));
   try {
-    const r = await measure(step, finish, opts);
+    const r = await measure(step, finish, opts, values);
     return { ms: r.ms, iters: r.iters, check: check(e.shape, r.out) };
   } finally {
     Object.values(buffers).forEach((b) => b.destroy());

@@ -114,6 +114,8 @@ fn every_kernel_variant_against_reference() {
         ("8,8,4,4,16", "8,2,3"),
         ("16,16,4,4,16", "2,128,2"),
         ("16,16,8,8,16", "32,8,2"),
+        // The browser's tile for large products; float16's GEMV shape at N = 8192.
+        ("8,16,8,8,16", "32,8,8"),
         // The GPU's own choice for narrow outputs (N <= 4, N = 32).
         ("16,16,4,4,16", "1,64,1"),
         ("16,16,4,4,16", "8,32,1"),

@@ -239,6 +239,14 @@ const GPU_TILES: &[Tiles] = &[
     Tiles::new(16, 16, 4, 4, 16),
     Tiles::new(8, 8, 4, 4, 16),
 ];
+/// The tile for large products in a browser: 128x64, 8x8 per invocation, 128 invocations. Under
+/// Dawn and Tint on an NVIDIA GPU the 128x128 tile that is fastest natively falls behind it from
+/// 2048^3 up (BENCHMARKS.md, "The WGSL lab"); natively the two are level at 4096^3 and the
+/// larger one ahead below, so native builds keep [`GPU_TILES`].
+const BROWSER_LARGE_TILES: Tiles = Tiles::new(8, 16, 8, 8, 16);
+/// Products of at least this many such tiles take [`BROWSER_LARGE_TILES`] (2048^3 and up);
+/// smaller ones, whose browser timings did not favour it, choose from [`GPU_TILES`].
+const BROWSER_LARGE_MIN_GROUPS: u64 = 512;
 /// A kernel for the general (tiled) case.
 enum Kernel {
     Tiles(Tiles),
@@ -499,6 +507,9 @@ impl Product<'_> {
             return Kernel::Regs(CPU_REGS);
         }
         let groups = |t: &Tiles| self.m.div_ceil(t.bm()) as u64 * self.n.div_ceil(t.bn()) as u64 * self.batch_count();
+        if cfg!(target_arch = "wasm32") && BROWSER_LARGE_TILES.fits(d) && groups(&BROWSER_LARGE_TILES) >= BROWSER_LARGE_MIN_GROUPS {
+            return Kernel::Tiles(BROWSER_LARGE_TILES);
+        }
         let fitting: Vec<Tiles> = GPU_TILES.iter().copied().filter(|t| t.fits(d)).collect();
         // WebGPU's minimum limits (256 invocations, 16 KiB) fit every listed shape; the register
         // kernel (64 invocations, no workgroup memory) would fit any device.
@@ -547,7 +558,10 @@ impl Product<'_> {
         // 64 invocations along N (256 columns) by 4 along K; narrower outputs (attention's
         // probabilities x values, N = head_dim) give the idle columns' invocations to K: at N = 32
         // one 8x32 workgroup instead of 8 busy lanes of 64x4 (H200, [2,4,256]x[2,256,32]: 16.3 -> 7.7 µs).
-        let wx = n.div_ceil(4).next_power_of_two().clamp(1, 64);
+        // A float16 B (quads of halves widened in the kernel) streams fastest with 32 invocations
+        // along N and 8 along K, natively and in Chromium alike (BENCHMARKS.md, "WGSL lab").
+        let widest = if self.data_type == DataType::Float16 { 32 } else { 64 };
+        let wx = n.div_ceil(4).next_power_of_two().clamp(1, widest);
         let wk = (256 / wx).min(64).min(self.device.invocations / wx).max(1);
         let col_groups = n.div_ceil(4 * wx) as u64 * self.batch_count();
         // Each split keeps at least 64 rows of K per invocation row, so the partial sums stay
