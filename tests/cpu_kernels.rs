@@ -717,3 +717,69 @@ fn conv2d_batches_of_small_images() {
         }
     }
 }
+
+/// Depthwise nchw convolutions at horizontal stride 1, which read rows copied with their
+/// padding as zeros (vectors of four outputs, blocks of four vectors): against [`spec_conv2d`],
+/// over output widths around the vector and block sizes, padding wider than the window's reach
+/// (columns of padding alone), horizontal dilation, vertical stride, a channel multiplier,
+/// batches, and PP-OCR's 5x5 layers.
+#[test]
+fn conv2d_depthwise_rows() {
+    let mut rng = Rng::new(11);
+    let cases = [
+        // PP-OCRv4's recognizer: 240 channels of 12x20, 5x5, then at vertical stride 2.
+        case(1, [240, 240], [12, 20], [5, 5], 240).window([2, 2, 2, 2], [1, 1], [1, 1]),
+        case(1, [24, 24], [12, 20], [5, 5], 24).window([2, 2, 2, 2], [2, 1], [1, 1]),
+        case(2, [3, 3], [5, 1], [3, 3], 3).window([1, 1, 1, 1], [1, 1], [1, 1]),
+        case(1, [2, 2], [4, 3], [3, 3], 2).window([0, 1, 0, 0], [1, 1], [1, 1]),
+        case(1, [4, 4], [6, 17], [3, 3], 4).window([1, 1, 1, 1], [1, 1], [1, 1]),
+        case(1, [2, 2], [3, 33], [1, 5], 2).window([0, 0, 3, 1], [1, 1], [1, 2]),
+        case(1, [2, 2], [7, 9], [3, 2], 2).window([2, 0, 6, 5], [3, 1], [2, 3]),
+        case(2, [3, 6], [8, 16], [3, 3], 3).window([1, 1, 1, 1], [2, 1], [1, 1]),
+        case(1, [5, 5], [9, 4], [2, 4], 5).window([0, 1, 0, 0], [1, 1], [3, 1]),
+    ];
+    for c in &cases {
+        let padding = c.padding.clone().unwrap();
+        let strides = c.strides.clone().unwrap();
+        let dilations = c.dilations.clone().unwrap();
+        for with_bias in [false, true] {
+            let [h, w] = c.size;
+            let input_shape = [c.batches, c.input_channels, h, w];
+            let filter_shape = [c.output_channels, 1, c.filter[0], c.filter[1]];
+            let options = Conv2dOptions {
+                padding: Some(padding.clone()),
+                strides: Some(strides.clone()),
+                dilations: Some(dilations.clone()),
+                groups: c.groups,
+                input_layout: InputLayout::Nchw,
+                filter_layout: Conv2dFilterLayout::Oihw,
+                has_bias: with_bias,
+            };
+            let mut descriptors = vec![descriptor(&input_shape), descriptor(&filter_shape)];
+            if with_bias {
+                descriptors.push(descriptor(&[c.output_channels]));
+            }
+            let refs: Vec<&OperandDescriptor> = descriptors.iter().collect();
+            let geometry = conv2d_geometry(&options, &refs).unwrap();
+            let output = validate_conv2d(&options, &refs).unwrap().remove(0);
+            let input = rng.floats(descriptors[0].element_count() as usize, -1.0, 1.0);
+            let filter = rng.floats(descriptors[1].element_count() as usize, -1.0, 1.0);
+            let bias = rng.floats(c.output_channels as usize, -1.0, 1.0);
+            let bias = with_bias.then_some(&bias[..]);
+            let p = [0, 1, 2, 3].map(|i| padding[i] as usize);
+            let (s, d) = ([0, 1].map(|i| strides[i] as usize), [0, 1].map(|i| dilations[i] as usize));
+            let spec = |absolute| spec_conv2d(c, InputLayout::Nchw, &input, &filter, bias, p, s, d, absolute);
+            let (expected, scale) = (spec(false), spec(true));
+            assert_eq!(expected.len() as u64, output.element_count());
+            let what = format!("depthwise conv2d {input_shape:?} * {filter_shape:?} {options:?}");
+            let k = (c.filter[0] * c.filter[1]) as usize;
+            let mut out = vec![f32::NAN; expected.len()];
+            conv::conv2d(&geometry, &input, &filter, bias, &mut out).unwrap();
+            assert_close(&what, &out, &expected, &scale, k);
+            let packed = PackedFilter::new(&geometry, &filter).unwrap();
+            let mut again = vec![f32::NAN; expected.len()];
+            conv::conv2d_packed(&geometry, &input, &packed, bias, &mut again).unwrap();
+            assert_close(&format!("{what} (packed)"), &again, &expected, &scale, k);
+        }
+    }
+}

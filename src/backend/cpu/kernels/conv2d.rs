@@ -770,6 +770,9 @@ impl Conv {
         let planes = self.batches * self.output_channels;
         let out = Disjoint::new(out);
         let parts = self.depthwise_parts(planes);
+        if stride_w == 1 {
+            return self.depthwise_planar_padded(input, weights, bias, &out, &parts);
+        }
         threads::for_each(parts.len(), &|part| {
             for plane in parts[part].clone() {
                 let (n, oc) = (plane / self.output_channels, plane % self.output_channels);
@@ -808,6 +811,55 @@ impl Conv {
             }
         });
         Ok(())
+    }
+
+    /// [`Conv::depthwise_planar`] at horizontal stride 1: each input plane is first copied into
+    /// rows with the horizontal padding written out as zeros (and room for a last, partial
+    /// vector), so that every output row is [`depthwise_row`] over whole rows, without the
+    /// per-tap bounds and short runs that cost more than the multiply-adds on small images.
+    fn depthwise_planar_padded(&self, input: &[f32], weights: &[f32], bias: Option<&[f32]>, out: &Disjoint, parts: &[Range<usize>]) -> Result<()> {
+        let [is_n, is_c, is_h, _] = self.input_strides;
+        let [os_n, os_c, os_h, _] = self.output_strides;
+        let [in_h, in_w] = self.input_size;
+        let [out_h, out_w] = self.output_size;
+        let [k_h, k_w] = self.filter_size;
+        let multiplier = self.output_channels / self.input_channels;
+        let (dilation_w, pad_left) = (self.dilations[1] as usize, self.padding[1]);
+        // Padded row `p` holds input column `p - pad_left`; output x reads `x + fw * dilation_w`.
+        let row_len = out_w.next_multiple_of(4) + (k_w - 1) * dilation_w;
+        let (lo, hi) = valid_range(row_len, 1, -pad_left, in_w);
+        let scratch_len = self.scratch_len(in_h, row_len)?;
+        threads::try_for_each(parts.len(), &|part| {
+            scratch::with(Slot::Columns, scratch_len, |padded| {
+                padded.fill(0.0);
+                for plane in parts[part].clone() {
+                    let (n, oc) = (plane / self.output_channels, plane % self.output_channels);
+                    let taps = &weights[oc * k_h * k_w..(oc + 1) * k_h * k_w];
+                    let channel_start = n * is_n + oc / multiplier * is_c;
+                    if lo < hi {
+                        let first = (lo as i64 - pad_left) as usize;
+                        for (iy, row) in padded.chunks_exact_mut(row_len).enumerate() {
+                            let start = channel_start + iy * is_h + first;
+                            row[lo..hi].copy_from_slice(&input[start..start + hi - lo]);
+                        }
+                    }
+                    let mut rows = Vec::with_capacity(k_h);
+                    for oy in 0..out_h {
+                        rows.clear();
+                        for fh in 0..k_h {
+                            let iy = oy as i64 * self.strides[0] + fh as i64 * self.dilations[0] - self.padding[0];
+                            if (0..in_h as i64).contains(&iy) {
+                                rows.push((&padded[iy as usize * row_len..][..row_len], &taps[fh * k_w..][..k_w]));
+                            }
+                        }
+                        // SAFETY: each part writes the rows of its own output planes, one at a time.
+                        let row = unsafe { out.segment(n * os_n + oc * os_c + oy * os_h, out_w) };
+                        depthwise_row(&rows, dilation_w, bias.map_or(0.0, |b| b[oc]), row);
+                    }
+                }
+                Ok(())
+            })
+        })
     }
 
     /// Ranges of `units` (output planes or rows) for the CPU threads, about three a thread where
@@ -895,5 +947,69 @@ impl Conv {
                 }
             }
         }
+    }
+}
+
+/// One output row of a depthwise conv at horizontal stride 1: `out[x] = bias + sum over (row,
+/// weights) and fw of weights[fw] * row[x + fw * dilation]`, added in that order (the order of
+/// the general loop). Each row holds at least `out.len()` rounded up to 4, plus the window's
+/// reach, floats.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+fn depthwise_row(rows: &[(&[f32], &[f32])], dilation: usize, bias: f32, out: &mut [f32]) {
+    for (x, o) in out.iter_mut().enumerate() {
+        let mut acc = bias;
+        for &(row, weights) in rows {
+            for (fw, &w) in weights.iter().enumerate() {
+                acc += w * row[x + fw * dilation];
+            }
+        }
+        *o = acc;
+    }
+}
+
+/// One output row of a depthwise conv at horizontal stride 1 (see the scalar version): blocks of
+/// four vectors of outputs held in registers over every tap.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+fn depthwise_row(rows: &[(&[f32], &[f32])], dilation: usize, bias: f32, out: &mut [f32]) {
+    use core::arch::wasm32::{f32x4_add, f32x4_mul, f32x4_splat, v128, v128_load, v128_store};
+    /// Vectors of outputs a block.
+    const BLOCK: usize = 4;
+    let vectors = out.len().div_ceil(4);
+    let reach = rows.first().map_or(0, |(_, w)| (w.len().max(1) - 1) * dilation);
+    if rows.iter().any(|(row, _)| row.len() < vectors * 4 + reach) {
+        // Not the layout depthwise_planar_padded makes: nothing to read past.
+        out.fill(bias);
+        for &(row, weights) in rows {
+            for (x, o) in out.iter_mut().enumerate() {
+                for (fw, &w) in weights.iter().enumerate() {
+                    *o += w * row[x + fw * dilation];
+                }
+            }
+        }
+        return;
+    }
+    let mut v = 0;
+    while v < vectors {
+        let count = BLOCK.min(vectors - v);
+        let mut acc = [f32x4_splat(bias); BLOCK];
+        for &(row, weights) in rows {
+            for (fw, &w) in weights.iter().enumerate() {
+                let w = f32x4_splat(w);
+                let base = v * 4 + fw * dilation;
+                for (j, acc) in acc.iter_mut().enumerate().take(count) {
+                    // SAFETY: base + 4j + 4 <= vectors * 4 + reach <= row.len(), checked above.
+                    let x = unsafe { v128_load(row.as_ptr().add(base + 4 * j).cast::<v128>()) };
+                    *acc = f32x4_add(*acc, f32x4_mul(w, x));
+                }
+            }
+        }
+        let mut block = [0.0f32; 4 * BLOCK];
+        for (j, acc) in acc.iter().enumerate() {
+            // SAFETY: `block` holds 4 * BLOCK floats.
+            unsafe { v128_store(block.as_mut_ptr().add(4 * j).cast::<v128>(), *acc) };
+        }
+        let end = ((v + count) * 4).min(out.len());
+        out[v * 4..end].copy_from_slice(&block[..end - v * 4]);
+        v += count;
     }
 }
