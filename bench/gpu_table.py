@@ -41,6 +41,11 @@ for run in runs:
     moe = ', '.join(f"{mode} {v['tokensPerSecond']:.1f}" + ('' if v.get('ok') else ' (WRONG TOKENS)')
                     if 'tokensPerSecond' in v else f"{mode} {v.get('error')}" for mode, v in run.get('moe', {}).items())
     print(f'\nMoE tokens/s: {moe}')
+    for mode, v in run.get('moe', {}).items():
+        if v.get('gpuMsPerToken'):
+            g = v['gpuMsPerToken']
+            print(f"MoE {mode}: n dispatches + one read, 1: {g['one']} ms, 16: {g['sixteen']} ms, GPU a token (slope): {g['slope']} ms; "
+                  f"a step's read wait {v.get('perStepMs', {}).get('readWait')} ms")
     print('round trips (ms): ' + '; '.join(f'{p} {ms:.3f}' for p, ms in run.get('roundtrip', [])))
     for r in run.get('memory', {}).get('rows', []):
         print(f"memory {r['mib']} MiB: writeBuffer {r['raw']:.2f} ms, create + writeBuffer {r['rawCreate']:.2f}, "
@@ -50,4 +55,5 @@ for run in runs:
         print('\n| lab shape | variant | ms | rate |')
         print('|---|---|---:|---:|')
         for r in run['lab']:
-            print(f"| {r['shape']} | {r['variant']} | {cell(r) if 'ms' in r else r.get('error')} | {rate(r['shape'], r['ms']) if 'ms' in r else ''} |")
+            speed = '' if 'ms' not in r else f"{r['flops'] / (r['ms'] * 1e9):.1f} TFLOP/s" if r.get('flops') else rate(r['shape'], r['ms'])
+            print(f"| {r['shape']} | {r['variant']} | {cell(r) if 'ms' in r else r.get('error')} | {speed} |")

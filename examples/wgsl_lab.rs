@@ -12,6 +12,10 @@
 //! its reads then its writes, and its workgroups run as a grid of `min(groups, 65535)` by the rest,
 //! as the backend dispatches them. Inputs are those of `bench/kernels_page.js`'s shape of the same
 //! name on the page; here, deterministic values whose products are checked on 66 elements.
+//! Probes that take a phase out of a kernel, to find which phase the browser slows, say what
+//! their output must be instead: `kStride: s` (the product over every s-th k only), `kTile: t`
+//! (K/t times the product over the first t k), `expect: v`
+//! (every element exactly v), with `flops` (the work done, for the rate) where it is not 2MNK.
 use serde_json::{json, Value};
 use std::time::Instant;
 use webnn_wgpu::graph::{DataType, OperandDescriptor};
@@ -80,6 +84,84 @@ fn unfused(wgsl: String) -> String {
     out + rest
 }
 
+/// The tiled kernel with its loads from A and B taken out of the K loop: the first tiles are
+/// loaded once and every step multiplies them again (output: K/bk times the product over the
+/// first bk k), timing the arithmetic and barriers alone. (A loop over tiles never written, the
+/// zero-initialised ones, is folded away by a compiler that sees it.)
+fn loads_once(wgsl: String) -> String {
+    let head = wgsl.find("    for (var k0").expect("a K loop");
+    let body = head + wgsl[head..].find('\n').unwrap() + 1;
+    let barrier = "        workgroupBarrier();\n";
+    let first = body + wgsl[body..].find(barrier).unwrap();
+    let (before, loads, after) = (&wgsl[..head], &wgsl[body..first], &wgsl[first + barrier.len()..]);
+    format!("{before}    {{\n        let k0 = 0u;\n{loads}    }}\n    workgroupBarrier();\n{}{after}", &wgsl[head..body])
+}
+
+/// The tiled kernel with only the first of each tile's `bk` multiply steps kept: the loads and
+/// barriers at full cost, 1/bk of the arithmetic (output: the product over every bk-th k).
+fn first_step_only(wgsl: String) -> String {
+    let after = "        workgroupBarrier();\n";
+    let first = wgsl.find(after).expect("a barrier") + after.len();
+    let second = first + wgsl[first..].find(after).unwrap();
+    let step_end = first + wgsl[first..].find("        }\n").unwrap() + "        }\n".len();
+    format!("{}{}", &wgsl[..step_end], &wgsl[second..])
+}
+
+/// The tiled kernel with A's workgroup tile as scalars (`array<f32>`): each store one word
+/// instead of one component of a vec4 picked at run time, each read four words. Same result.
+fn a_tile_scalars(wgsl: String) -> String {
+    let mut out = String::new();
+    for line in wgsl.lines() {
+        let t = line.trim_start();
+        let indent = &line[..line.len() - t.len()];
+        if let Some(decl) = t.strip_prefix("var<workgroup> sa: array<vec4<f32>, ") {
+            let n: u32 = decl.trim_end_matches(">;").parse().expect("a tile length");
+            out += &format!("var<workgroup> sa: array<f32, {}>;\n", 4 * n);
+        } else if let (Some(rest), true) = (t.strip_prefix("sa["), t.contains("][")) {
+            // sa[I][J] = v;  ->  sa[(I) * 4u + J] = v;
+            let (i, tail) = rest.split_once("][").unwrap();
+            let (j, value) = tail.split_once("] = ").unwrap();
+            out += &format!("{indent}sa[({i}) * 4u + {j}] = {value}\n");
+        } else if let (Some(name), Some(at)) = (t.strip_prefix("let ").and_then(|r| r.split_once(" = sa[")).map(|(n, _)| n), t.find("sa[")) {
+            let index = t[at + 3..].trim_end_matches("];");
+            let words: Vec<String> = (0..4).map(|c| format!("sa[({index}) * 4u + {c}u]")).collect();
+            out += &format!("{indent}let {name} = vec4<f32>({});\n", words.join(", "));
+        } else {
+            out += line;
+            out += "\n";
+        }
+    }
+    out
+}
+
+/// The GPU's float32 multiply-add rate with nothing else: 65,536 workgroups of 256 invocations,
+/// each running 16 independent vec4 chains of 256 `fma`s by 1 + s and s, where s is the first
+/// word of a zero-initialised scratch buffer (so no compiler folds them); every output is 544.
+const FMA_PEAK: &str = "@group(0) @binding(0) var<storage, read> z: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let g = wid.x + wid.y * nwg.x;
+    if (g >= 65536u) { return; }
+    let s = z[0];
+    let m = vec4<f32>(1.0 + s);
+    let a = vec4<f32>(s);
+CHAINS_INIT    for (var i = 0u; i < 256u; i++) {
+CHAINS_STEP    }
+    out[g * 256u + lid] = dot(CHAINS_SUM, vec4<f32>(1.0));
+}
+";
+
+fn fma_peak() -> Value {
+    let init: String = (0..16).map(|j| format!("    var c{j} = vec4<f32>({}.0);\n", j + 1)).collect();
+    let step: String = (0..16).map(|j| format!("        c{j} = fma(c{j}, m, a);\n")).collect();
+    let sum = (0..16).map(|j| format!("c{j}")).collect::<Vec<_>>().join(" + ");
+    let wgsl = FMA_PEAK.replace("CHAINS_INIT", &init).replace("CHAINS_STEP", &step).replace("CHAINS_SUM", &sum);
+    json!({"shape": "mm4096", "variant": "probe: fma peak (registers only)", "dataType": "float32", "M": 4096, "K": 4096, "N": 4096,
+           "expect": 544.0, "flops": 65536.0 * 256.0 * 256.0 * 16.0 * 4.0 * 2.0, "scratch": [4],
+           "launches": [{"wgsl": wgsl, "bind": ["s0", "out0"], "groups": 65536, "workgroupSize": 256}]})
+}
+
 fn lowered(m: u32, k: u32, n: u32, half: bool) -> Lowering {
     let dt = if half { DataType::Float16 } else { DataType::Float32 };
     let (a, b, out) = (OperandDescriptor::new(dt, vec![m, k]), OperandDescriptor::new(dt, vec![k, n]), OperandDescriptor::new(dt, vec![m, n]));
@@ -93,6 +175,11 @@ fn lowered(m: u32, k: u32, n: u32, half: bool) -> Lowering {
 }
 
 fn entry(shape: &str, variant: String, (m, k, n, half): (u32, u32, u32, bool), lowering: Lowering, edit: &dyn Fn(String) -> String) -> Value {
+    entry_with(shape, variant, (m, k, n, half), lowering, edit, json!({}))
+}
+
+/// [`entry`] with `extra`'s fields (a probe's `expect`, `kStride` or `kTile`) added.
+fn entry_with(shape: &str, variant: String, (m, k, n, half): (u32, u32, u32, bool), lowering: Lowering, edit: &dyn Fn(String) -> String, extra: Value) -> Value {
     let Lowering::Kernels { scratch, launches } = lowering else { panic!("a matmul is never an alias") };
     let name = |r: &BufRef| match r {
         BufRef::Input(i) => format!("in{i}"),
@@ -110,8 +197,12 @@ fn entry(shape: &str, variant: String, (m, k, n, half): (u32, u32, u32, bool), l
             })
         })
         .collect();
-    json!({"shape": shape, "variant": variant, "dataType": if half { "float16" } else { "float32" },
-           "M": m, "K": k, "N": n, "scratch": scratch, "launches": launches})
+    let mut e = json!({"shape": shape, "variant": variant, "dataType": if half { "float16" } else { "float32" },
+           "M": m, "K": k, "N": n, "scratch": scratch, "launches": launches});
+    if let (Value::Object(e), Value::Object(extra)) = (&mut e, extra) {
+        e.extend(extra);
+    }
+    e
 }
 
 fn write(path: &str) {
@@ -139,10 +230,17 @@ fn write(path: &str) {
                 if t == &TILES[0] {
                     all.push(entry(shape, format!("{variant}, a * b + c for fma"), dims, lowered(m, k, n, half), &unfused));
                 }
+                // The natively fastest tile and the browser's: which phase does Tint slow?
+                if !half && m >= 2048 && (t == &TILES[0] || t == &[8, 16, 8, 8, 16]) {
+                    all.push(entry_with(shape, format!("{variant}, probe: tiles loaded once"), dims, lowered(m, k, n, half), &loads_once, json!({"kTile": t[4]})));
+                    all.push(entry_with(shape, format!("{variant}, probe: 1 of {} steps", t[4]), dims, lowered(m, k, n, half), &first_step_only, json!({"kStride": t[4]})));
+                    all.push(entry(shape, format!("{variant}, A tile as scalars"), dims, lowered(m, k, n, half), &a_tile_scalars));
+                }
             }
             std::env::remove_var("WEBNN_WGPU_MATMUL_TILES");
         }
     }
+    all.push(fma_peak());
     std::fs::write(path, serde_json::to_string(&all).unwrap()).unwrap_or_else(|e| panic!("{path}: {e}"));
     println!("{} kernels written to {path}", all.len());
 }
@@ -235,22 +333,34 @@ fn run(path: &str, only: Option<&String>) {
         let t = ts[1];
         let out = read_back(&ctx, &bo, out_bytes, half);
         let mut worst = 0f64;
-        for p in 0..66usize {
-            let (i, j) = match p {
-                0 => (0, 0),
-                1 => (m - 1, n - 1),
-                _ => ((p * 7919) % m, (p * 104_729) % n),
-            };
-            let (mut r, mut mag) = (0f64, 0f64);
-            for kk in 0..k {
-                let v = a[i * k + kk] as f64 * b[kk * n + j] as f64;
-                r += v;
-                mag += v.abs();
+        if let Some(v) = e["expect"].as_f64() {
+            // A probe's output: every element exactly `v`.
+            if out.iter().take(m * n).any(|&x| x as f64 != v) {
+                worst = f64::INFINITY;
             }
-            let tol = 1e-4 * mag + if half { 1e-3 * r.abs() } else { 0.0 } + 1e-6;
-            worst = worst.max(((out[i * n + j] as f64 - r).abs() / tol).max(if out[i * n + j].is_nan() { f64::INFINITY } else { 0.0 }));
+        } else {
+            let stride = e["kStride"].as_u64().unwrap_or(1) as usize;
+            // `kTile: t`: K/t times the product over the first t k.
+            let (depth, times) = e["kTile"].as_u64().map_or((k, 1.0), |t| (t as usize, (k / t as usize) as f64));
+            for p in 0..66usize {
+                let (i, j) = match p {
+                    0 => (0, 0),
+                    1 => (m - 1, n - 1),
+                    _ => ((p * 7919) % m, (p * 104_729) % n),
+                };
+                let (mut r, mut mag) = (0f64, 0f64);
+                for kk in (0..depth).step_by(stride) {
+                    let v = times * a[i * k + kk] as f64 * b[kk * n + j] as f64;
+                    r += v;
+                    mag += v.abs();
+                }
+                let tol = 1e-4 * mag + if half { 1e-3 * r.abs() } else { 0.0 } + 1e-6;
+                worst = worst.max(((out[i * n + j] as f64 - r).abs() / tol).max(if out[i * n + j].is_nan() { f64::INFINITY } else { 0.0 }));
+            }
         }
-        let rate = if m == 1 { format!("{:.0} GB/s", (k * n * if half { 2 } else { 4 }) as f64 / t / 1e9) } else { format!("{:.1} TFLOP/s", 2.0 * (m * n * k) as f64 / t / 1e12) };
+        let rate = if let Some(f) = e["flops"].as_f64() {
+            format!("{:.1} TFLOP/s", f / t / 1e12)
+        } else if m == 1 { format!("{:.0} GB/s", (k * n * if half { 2 } else { 4 }) as f64 / t / 1e9) } else { format!("{:.1} TFLOP/s", 2.0 * (m * n * k) as f64 / t / 1e12) };
         println!("| {} | {} | {:.3} | {rate} | {worst:.2}{} |", e["shape"].as_str().unwrap(), e["variant"].as_str().unwrap(), t * 1e3, if worst <= 1.0 { "" } else { " WRONG" });
     }
 }
