@@ -352,6 +352,7 @@ async function main() {
     generate, reference, config, openPicked, stats: () => state.model.stats(), ready: reload(),
     source: () => ({ origin: state.source.origin, name: state.source.name, kind: state.source.source?.constructor?.name }),
     readySeconds: () => state.readySeconds,
+    timeFusedDispatches: (n) => state.model.timeFusedDispatches(n),
   };
   await window.moe.ready;
   $("modelName").textContent = describe();

@@ -656,6 +656,31 @@ export class WebnnMoe {
     return out.subarray(0, c.vocab);
   }
 
+  /**
+   * For benchmarks (bench/gpu.html): the fused token graph dispatched `n` times on the inputs of
+   * the last step, then one read; resolves to the milliseconds. Its slope over `n` is the GPU's
+   * time for a token's graph without the read's wait. The keys and values it writes are those
+   * the last step wrote already, so the next step's inputs are unchanged.
+   */
+  async timeFusedDispatches(n) {
+    if (this.mode !== "fused" || this.pos === 0) throw new Error("timeFusedDispatches: a fused model after a step");
+    const c = this.c;
+    const T = this.t;
+    const last = (this.pos - 1) % 2;
+    const inputs = { token: T.token, cos: T.cos, sin: T.sin, mask: T.mask, onehot: T.onehot, keep: T.keep };
+    const outputs = { out: T.out };
+    for (let l = 0; l < c.n_layers; l++) {
+      inputs[`keys.${l}`] = T.keys[l][last];
+      inputs[`values.${l}`] = T.values[l][last];
+      outputs[`keys.${l}`] = T.keys[l][1 - last];
+      outputs[`values.${l}`] = T.values[l][1 - last];
+    }
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) this.context.dispatch(this.token, inputs, outputs);
+    await this.context.readTensor(T.out);
+    return performance.now() - t0;
+  }
+
   countMiss(graph) {
     if (this.extensions && graph.residency !== "device") this.sharedMisses++;
   }
