@@ -649,6 +649,52 @@ fn spec_conv2d(
     out
 }
 
+/// Runs case `c` (its window, or none) through `conv::conv2d` and `conv2d_packed` and checks both
+/// against [`spec_conv2d`]; returns the output's pixels per image.
+fn check_against_spec(rng: &mut Rng, c: &ConvCase, input_layout: InputLayout, with_bias: bool) -> u32 {
+    let padding = c.padding.clone().unwrap_or(vec![0; 4]);
+    let strides = c.strides.clone().unwrap_or(vec![1, 1]);
+    let dilations = c.dilations.clone().unwrap_or(vec![1, 1]);
+    let [h, w] = c.size;
+    let input_shape = shape_in(input_layout.name(), "nchw", [c.batches, c.input_channels, h, w]);
+    let filter_shape = [c.output_channels, c.input_channels / c.groups, c.filter[0], c.filter[1]];
+    let options = Conv2dOptions {
+        padding: Some(padding.clone()),
+        strides: Some(strides.clone()),
+        dilations: Some(dilations.clone()),
+        groups: c.groups,
+        input_layout,
+        filter_layout: Conv2dFilterLayout::Oihw,
+        has_bias: with_bias,
+    };
+    let mut descriptors = vec![descriptor(&input_shape), descriptor(&filter_shape)];
+    if with_bias {
+        descriptors.push(descriptor(&[c.output_channels]));
+    }
+    let refs: Vec<&OperandDescriptor> = descriptors.iter().collect();
+    let geometry = conv2d_geometry(&options, &refs).unwrap();
+    let output = validate_conv2d(&options, &refs).unwrap().remove(0);
+    let input = rng.floats(descriptors[0].element_count() as usize, -1.0, 1.0);
+    let filter = rng.floats(descriptors[1].element_count() as usize, -1.0, 1.0);
+    let bias = rng.floats(c.output_channels as usize, -1.0, 1.0);
+    let bias = with_bias.then_some(&bias[..]);
+    let p = [0, 1, 2, 3].map(|i| padding[i] as usize);
+    let (s, d) = ([0, 1].map(|i| strides[i] as usize), [0, 1].map(|i| dilations[i] as usize));
+    let spec = |absolute| spec_conv2d(c, input_layout, &input, &filter, bias, p, s, d, absolute);
+    let (expected, scale) = (spec(false), spec(true));
+    assert_eq!(expected.len() as u64, output.element_count());
+    let what = format!("conv2d {input_shape:?} * {filter_shape:?} {} groups {} {options:?}", input_layout.name(), c.groups);
+    let k = (filter_shape[1] * c.filter[0] * c.filter[1]) as usize;
+    let mut out = vec![f32::NAN; expected.len()];
+    conv::conv2d(&geometry, &input, &filter, bias, &mut out).unwrap();
+    assert_close(&what, &out, &expected, &scale, k);
+    let packed = PackedFilter::new(&geometry, &filter).unwrap();
+    let mut again = vec![f32::NAN; expected.len()];
+    conv::conv2d_packed(&geometry, &input, &packed, bias, &mut again).unwrap();
+    assert_close(&format!("{what} (packed)"), &again, &expected, &scale, k);
+    geometry.output_size[0] * geometry.output_size[1]
+}
+
 /// Several batches of images with few output pixels, which run as one GEMM per group with the
 /// batches' columns side by side (nchw then scatters each batch's columns to its planes):
 /// against [`spec_conv2d`], with padding, strides, dilations, groups, a bias and without, a
@@ -669,50 +715,10 @@ fn conv2d_batches_of_small_images() {
         case(9, [512, 3], [8, 10], [2, 2], 1),
     ];
     for c in &cases {
-        let padding = c.padding.clone().unwrap_or(vec![0; 4]);
-        let strides = c.strides.clone().unwrap_or(vec![1, 1]);
-        let dilations = c.dilations.clone().unwrap_or(vec![1, 1]);
         for input_layout in INPUT_LAYOUTS {
             for with_bias in [false, true] {
-                let [h, w] = c.size;
-                let input_shape = shape_in(input_layout.name(), "nchw", [c.batches, c.input_channels, h, w]);
-                let filter_shape = [c.output_channels, c.input_channels / c.groups, c.filter[0], c.filter[1]];
-                let options = Conv2dOptions {
-                    padding: Some(padding.clone()),
-                    strides: Some(strides.clone()),
-                    dilations: Some(dilations.clone()),
-                    groups: c.groups,
-                    input_layout,
-                    filter_layout: Conv2dFilterLayout::Oihw,
-                    has_bias: with_bias,
-                };
-                let mut descriptors = vec![descriptor(&input_shape), descriptor(&filter_shape)];
-                if with_bias {
-                    descriptors.push(descriptor(&[c.output_channels]));
-                }
-                let refs: Vec<&OperandDescriptor> = descriptors.iter().collect();
-                let geometry = conv2d_geometry(&options, &refs).unwrap();
-                let output = validate_conv2d(&options, &refs).unwrap().remove(0);
-                let pixels = (geometry.output_size[0] * geometry.output_size[1]) as usize;
+                let pixels = check_against_spec(&mut rng, c, input_layout, with_bias);
                 assert!(pixels < 64, "{pixels} output pixels: not a small image");
-                let input = rng.floats(descriptors[0].element_count() as usize, -1.0, 1.0);
-                let filter = rng.floats(descriptors[1].element_count() as usize, -1.0, 1.0);
-                let bias = rng.floats(c.output_channels as usize, -1.0, 1.0);
-                let bias = with_bias.then_some(&bias[..]);
-                let p = [0, 1, 2, 3].map(|i| padding[i] as usize);
-                let (s, d) = ([0, 1].map(|i| strides[i] as usize), [0, 1].map(|i| dilations[i] as usize));
-                let spec = |absolute| spec_conv2d(c, input_layout, &input, &filter, bias, p, s, d, absolute);
-                let (expected, scale) = (spec(false), spec(true));
-                assert_eq!(expected.len() as u64, output.element_count());
-                let what = format!("conv2d {input_shape:?} * {filter_shape:?} {} groups {} {options:?}", input_layout.name(), c.groups);
-                let k = (filter_shape[1] * c.filter[0] * c.filter[1]) as usize;
-                let mut out = vec![f32::NAN; expected.len()];
-                conv::conv2d(&geometry, &input, &filter, bias, &mut out).unwrap();
-                assert_close(&what, &out, &expected, &scale, k);
-                let packed = PackedFilter::new(&geometry, &filter).unwrap();
-                let mut again = vec![f32::NAN; expected.len()];
-                conv::conv2d_packed(&geometry, &input, &packed, bias, &mut again).unwrap();
-                assert_close(&format!("{what} (packed)"), &again, &expected, &scale, k);
             }
         }
     }
@@ -739,47 +745,8 @@ fn conv2d_depthwise_rows() {
         case(1, [5, 5], [9, 4], [2, 4], 5).window([0, 1, 0, 0], [1, 1], [3, 1]),
     ];
     for c in &cases {
-        let padding = c.padding.clone().unwrap();
-        let strides = c.strides.clone().unwrap();
-        let dilations = c.dilations.clone().unwrap();
         for with_bias in [false, true] {
-            let [h, w] = c.size;
-            let input_shape = [c.batches, c.input_channels, h, w];
-            let filter_shape = [c.output_channels, 1, c.filter[0], c.filter[1]];
-            let options = Conv2dOptions {
-                padding: Some(padding.clone()),
-                strides: Some(strides.clone()),
-                dilations: Some(dilations.clone()),
-                groups: c.groups,
-                input_layout: InputLayout::Nchw,
-                filter_layout: Conv2dFilterLayout::Oihw,
-                has_bias: with_bias,
-            };
-            let mut descriptors = vec![descriptor(&input_shape), descriptor(&filter_shape)];
-            if with_bias {
-                descriptors.push(descriptor(&[c.output_channels]));
-            }
-            let refs: Vec<&OperandDescriptor> = descriptors.iter().collect();
-            let geometry = conv2d_geometry(&options, &refs).unwrap();
-            let output = validate_conv2d(&options, &refs).unwrap().remove(0);
-            let input = rng.floats(descriptors[0].element_count() as usize, -1.0, 1.0);
-            let filter = rng.floats(descriptors[1].element_count() as usize, -1.0, 1.0);
-            let bias = rng.floats(c.output_channels as usize, -1.0, 1.0);
-            let bias = with_bias.then_some(&bias[..]);
-            let p = [0, 1, 2, 3].map(|i| padding[i] as usize);
-            let (s, d) = ([0, 1].map(|i| strides[i] as usize), [0, 1].map(|i| dilations[i] as usize));
-            let spec = |absolute| spec_conv2d(c, InputLayout::Nchw, &input, &filter, bias, p, s, d, absolute);
-            let (expected, scale) = (spec(false), spec(true));
-            assert_eq!(expected.len() as u64, output.element_count());
-            let what = format!("depthwise conv2d {input_shape:?} * {filter_shape:?} {options:?}");
-            let k = (c.filter[0] * c.filter[1]) as usize;
-            let mut out = vec![f32::NAN; expected.len()];
-            conv::conv2d(&geometry, &input, &filter, bias, &mut out).unwrap();
-            assert_close(&what, &out, &expected, &scale, k);
-            let packed = PackedFilter::new(&geometry, &filter).unwrap();
-            let mut again = vec![f32::NAN; expected.len()];
-            conv::conv2d_packed(&geometry, &input, &packed, bias, &mut again).unwrap();
-            assert_close(&format!("{what} (packed)"), &again, &expected, &scale, k);
+            check_against_spec(&mut rng, c, InputLayout::Nchw, with_bias);
         }
     }
 }
