@@ -728,7 +728,8 @@ fn conv2d_batches_of_small_images() {
 /// padding as zeros (vectors of four outputs, blocks of four vectors): against [`spec_conv2d`],
 /// over output widths around the vector and block sizes, padding wider than the window's reach
 /// (columns of padding alone), horizontal dilation, vertical stride, a channel multiplier,
-/// batches, and PP-OCR's 5x5 layers.
+/// batches, and PP-OCR's 5x5 layers; and at horizontal stride 2 without horizontal dilation,
+/// which splits each padded row into its even and odd columns.
 #[test]
 fn conv2d_depthwise_rows() {
     let mut rng = Rng::new(11);
@@ -743,6 +744,16 @@ fn conv2d_depthwise_rows() {
         case(1, [2, 2], [7, 9], [3, 2], 2).window([2, 0, 6, 5], [3, 1], [2, 3]),
         case(2, [3, 6], [8, 16], [3, 3], 3).window([1, 1, 1, 1], [2, 1], [1, 1]),
         case(1, [5, 5], [9, 4], [2, 4], 5).window([0, 1, 0, 0], [1, 1], [3, 1]),
+        // Horizontal stride 2 (even and odd phase rows): MobileNet's 3x3 and 5x5 downsampling
+        // layers, odd and even widths, one-column and even-width windows, uneven padding,
+        // vertical dilation, a channel multiplier, batches.
+        case(1, [16, 16], [20, 20], [3, 3], 16).window([0, 1, 0, 1], [2, 2], [1, 1]),
+        case(1, [8, 8], [21, 23], [5, 5], 8).window([2, 2, 2, 2], [2, 2], [1, 1]),
+        case(2, [3, 3], [6, 9], [3, 3], 3).window([1, 1, 1, 1], [1, 2], [1, 1]),
+        case(1, [2, 2], [5, 7], [1, 1], 2).window([0, 0, 0, 0], [2, 2], [1, 1]),
+        case(1, [2, 4], [6, 10], [2, 2], 2).window([0, 1, 3, 0], [1, 2], [2, 1]),
+        case(1, [3, 3], [4, 34], [3, 4], 3).window([1, 1, 5, 6], [2, 2], [1, 1]),
+        case(1, [2, 2], [3, 2], [3, 3], 2).window([1, 1, 1, 1], [2, 2], [1, 1]),
     ];
     for c in &cases {
         for with_bias in [false, true] {

@@ -119,3 +119,66 @@ fn cpu_sigmoid_lanes_equal_the_scalar_function() {
         assert_eq!(y.to_bits(), sigmoid_f(v).to_bits(), "sigmoid({v:e})");
     }
 }
+
+/// The CPU backend's SIMD128 depthwise rows at horizontal stride 2 (each padded row split into
+/// its even and odd columns) against a float64 depthwise conv written here from the spec: 3x3 and
+/// 5x5 downsampling layers, odd widths, uneven and wide padding, stride 2 along one axis only.
+#[wasm_bindgen_test]
+fn cpu_depthwise_stride_two_matches_a_float64_conv() {
+    use webnn_wgpu::backend::cpu::kernels::conv2d as conv;
+    use webnn_wgpu::ops::conv2d::{conv2d_geometry, Conv2dFilterLayout, Conv2dOptions, InputLayout};
+    use webnn_wgpu::{DataType, OperandDescriptor};
+    let cases: [(usize, usize, usize, usize, [usize; 4], [usize; 2]); 5] = [
+        (16, 20, 20, 3, [0, 1, 0, 1], [2, 2]),
+        (8, 21, 23, 5, [2, 2, 2, 2], [2, 2]),
+        (3, 4, 34, 3, [1, 1, 5, 6], [2, 2]),
+        (3, 6, 9, 3, [1, 1, 1, 1], [1, 2]),
+        (2, 3, 2, 3, [1, 1, 1, 1], [2, 2]),
+    ];
+    let mut seed = 0x2545_f491u32;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        (seed % 2001) as f32 / 1000.0 - 1.0
+    };
+    for (c, h, w, k, pad, stride) in cases {
+        let u = |v: usize| v as u32;
+        let options = Conv2dOptions {
+            padding: Some(pad.map(u).to_vec()),
+            strides: Some(stride.map(u).to_vec()),
+            dilations: Some(vec![1, 1]),
+            groups: u(c),
+            input_layout: InputLayout::Nchw,
+            filter_layout: Conv2dFilterLayout::Oihw,
+            has_bias: true,
+        };
+        let descriptors = [vec![1, c, h, w], vec![c, 1, k, k], vec![c]].map(|s| OperandDescriptor::new(DataType::Float32, s.into_iter().map(u).collect()));
+        let refs: Vec<&OperandDescriptor> = descriptors.iter().collect();
+        let geometry = conv2d_geometry(&options, &refs).unwrap();
+        let (input, filter, bias): (Vec<f32>, Vec<f32>, Vec<f32>) =
+            ((0..c * h * w).map(|_| next()).collect(), (0..c * k * k).map(|_| next()).collect(), (0..c).map(|_| next()).collect());
+        let [out_h, out_w] = [(h + pad[0] + pad[1] - k) / stride[0] + 1, (w + pad[2] + pad[3] - k) / stride[1] + 1];
+        let mut out = vec![f32::NAN; c * out_h * out_w];
+        conv::conv2d(&geometry, &input, &filter, Some(&bias), &mut out).unwrap();
+        for ch in 0..c {
+            for oy in 0..out_h {
+                for ox in 0..out_w {
+                    let (mut sum, mut scale) = (bias[ch] as f64, bias[ch].abs() as f64);
+                    for fy in 0..k {
+                        for fx in 0..k {
+                            let (y, x) = ((oy * stride[0] + fy) as i64 - pad[0] as i64, (ox * stride[1] + fx) as i64 - pad[2] as i64);
+                            if y >= 0 && x >= 0 && (y as usize) < h && (x as usize) < w {
+                                let v = input[(ch * h + y as usize) * w + x as usize] as f64 * filter[(ch * k + fy) * k + fx] as f64;
+                                sum += v;
+                                scale += v.abs();
+                            }
+                        }
+                    }
+                    let got = out[(ch * out_h + oy) * out_w + ox] as f64;
+                    assert!((got - sum).abs() <= 1e-6 * scale + 1e-7, "{c}x{h}x{w} k{k} pad {pad:?} stride {stride:?}: ({ch}, {oy}, {ox}) = {got}, float64 gives {sum}");
+                }
+            }
+        }
+    }
+}

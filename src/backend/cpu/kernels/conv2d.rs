@@ -770,7 +770,7 @@ impl Conv {
         let planes = self.batches * self.output_channels;
         let out = Disjoint::new(out);
         let parts = self.depthwise_parts(planes);
-        if stride_w == 1 {
+        if stride_w == 1 || (stride_w == 2 && self.dilations[1] == 1) {
             return self.depthwise_planar_padded(input, weights, bias, &out, &parts);
         }
         threads::for_each(parts.len(), &|part| {
@@ -813,10 +813,13 @@ impl Conv {
         Ok(())
     }
 
-    /// [`Conv::depthwise_planar`] at horizontal stride 1: each input plane is first copied into
-    /// rows with the horizontal padding written out as zeros (and room for a last, partial
-    /// vector), so that every output row is [`depthwise_row`] over whole rows, without the
-    /// per-tap bounds and short runs that cost more than the multiply-adds on small images.
+    /// [`Conv::depthwise_planar`] at horizontal stride 1, or 2 without horizontal dilation:
+    /// each input plane is first copied into rows with the horizontal padding written out as
+    /// zeros (and room for a last, partial vector), so that every output row is
+    /// [`depthwise_row`] over whole rows, without the per-tap bounds and short runs that cost
+    /// more than the multiply-adds on small images. At stride 2 each padded row is split into
+    /// its even and odd columns (two phase rows), where output x reads tap fw at x + fw / 2 of
+    /// phase fw % 2: stride-1 reads again, the taps grouped by phase.
     fn depthwise_planar_padded(&self, input: &[f32], weights: &[f32], bias: Option<&[f32]>, out: &Disjoint, parts: &[Range<usize>]) -> Result<()> {
         let [is_n, is_c, is_h, _] = self.input_strides;
         let [os_n, os_c, os_h, _] = self.output_strides;
@@ -824,32 +827,53 @@ impl Conv {
         let [out_h, out_w] = self.output_size;
         let [k_h, k_w] = self.filter_size;
         let multiplier = self.output_channels / self.input_channels;
-        let (dilation_w, pad_left) = (self.dilations[1] as usize, self.padding[1]);
-        // Padded row `p` holds input column `p - pad_left`; output x reads `x + fw * dilation_w`.
-        let row_len = out_w.next_multiple_of(4) + (k_w - 1) * dilation_w;
-        let (lo, hi) = valid_range(row_len, 1, -pad_left, in_w);
-        let scratch_len = self.scratch_len(in_h, row_len)?;
+        let phases = self.strides[1] as usize;
+        let (dilation_w, pad_left) = (if phases == 1 { self.dilations[1] as usize } else { 1 }, self.padding[1]);
+        // Phase row r of a padded row holds its columns r, r + phases, ...; padded column p is
+        // input column p - pad_left, and output x reads `x + j * dilation_w` of a tap's phase.
+        let row_len = out_w.next_multiple_of(4) + if phases == 1 { (k_w - 1) * dilation_w } else { k_w.div_ceil(2) };
+        let (lo, hi) = valid_range(phases * row_len, 1, -pad_left, in_w);
+        let scratch_len = self.scratch_len(in_h * phases, row_len)?;
+        // Each filter row's taps grouped by phase: (filter row, phase, taps in `grouped`).
+        let mut groups = Vec::with_capacity(k_h * phases);
+        let mut order = Vec::with_capacity(k_h * k_w);
+        for fh in 0..k_h {
+            for r in 0..phases.min(k_w) {
+                let first = order.len();
+                order.extend((r..k_w).step_by(phases).map(|fw| fh * k_w + fw));
+                groups.push((fh, r, first..order.len()));
+            }
+        }
         threads::try_for_each(parts.len(), &|part| {
             scratch::with(Slot::Columns, scratch_len, |padded| {
                 padded.fill(0.0);
+                let mut grouped = vec![0.0; order.len()];
                 for plane in parts[part].clone() {
                     let (n, oc) = (plane / self.output_channels, plane % self.output_channels);
                     let taps = &weights[oc * k_h * k_w..(oc + 1) * k_h * k_w];
+                    grouped.iter_mut().zip(&order).for_each(|(g, &t)| *g = taps[t]);
                     let channel_start = n * is_n + oc / multiplier * is_c;
                     if lo < hi {
                         let first = (lo as i64 - pad_left) as usize;
-                        for (iy, row) in padded.chunks_exact_mut(row_len).enumerate() {
+                        for (iy, row) in padded.chunks_exact_mut(phases * row_len).enumerate() {
                             let start = channel_start + iy * is_h + first;
-                            row[lo..hi].copy_from_slice(&input[start..start + hi - lo]);
+                            let source = &input[start..start + hi - lo];
+                            if phases == 1 {
+                                row[lo..hi].copy_from_slice(source);
+                            } else {
+                                for (p, &x) in (lo..hi).zip(source) {
+                                    row[(p % 2) * row_len + p / 2] = x;
+                                }
+                            }
                         }
                     }
-                    let mut rows = Vec::with_capacity(k_h);
+                    let mut rows = Vec::with_capacity(groups.len());
                     for oy in 0..out_h {
                         rows.clear();
-                        for fh in 0..k_h {
-                            let iy = oy as i64 * self.strides[0] + fh as i64 * self.dilations[0] - self.padding[0];
+                        for (fh, r, span) in &groups {
+                            let iy = oy as i64 * self.strides[0] + *fh as i64 * self.dilations[0] - self.padding[0];
                             if (0..in_h as i64).contains(&iy) {
-                                rows.push((&padded[iy as usize * row_len..][..row_len], &taps[fh * k_w..][..k_w]));
+                                rows.push((&padded[(iy as usize * phases + r) * row_len..][..row_len], &grouped[span.clone()]));
                             }
                         }
                         // SAFETY: each part writes the rows of its own output planes, one at a time.
@@ -975,7 +999,7 @@ fn depthwise_row(rows: &[(&[f32], &[f32])], dilation: usize, bias: f32, out: &mu
     /// Vectors of outputs a block.
     const BLOCK: usize = 4;
     let vectors = out.len().div_ceil(4);
-    let reach = rows.first().map_or(0, |(_, w)| (w.len().max(1) - 1) * dilation);
+    let reach = rows.iter().map(|(_, w)| (w.len().max(1) - 1) * dilation).max().unwrap_or(0);
     if rows.iter().any(|(row, _)| row.len() < vectors * 4 + reach) {
         // Not the layout depthwise_planar_padded makes: nothing to read past.
         out.fill(bias);
