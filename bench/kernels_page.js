@@ -214,7 +214,7 @@ export function check(name, out) {
  */
 // `convert` (float16 words to numbers, for the check) runs after the clock stops: widening 16M
 // halves in JavaScript takes longer than the product it checks.
-export async function measure(step, finish, { budgetMs, maxIters }, convert = (out) => out) {
+export async function measure(step, finish, { budgetMs, maxIters, sustainMs = 0 }, convert = (out) => out) {
   let t = performance.now();
   await step();
   await finish();
@@ -229,6 +229,13 @@ export async function measure(step, finish, { budgetMs, maxIters }, convert = (o
     one = performance.now() - t;
   }
   const iters = Math.max(1, Math.min(maxIters, Math.round(budgetMs / one)));
+  // sustainMs: the GPU kept busy that long first (four runs a read), so that its clock has
+  // ramped up when the timed runs start: a GPU given short bursts between idle gaps stays at a
+  // fraction of its clock (an H100 in Chromium: 555-810 MHz against 1980 in native runs).
+  for (const until = performance.now() + sustainMs; performance.now() < until;) {
+    for (let i = 0; i < 4; i++) await step();
+    await finish();
+  }
   t = performance.now();
   for (let i = 0; i < iters; i++) await step();
   const out = await finish();
