@@ -153,7 +153,7 @@ fn cpu_depthwise_stride_two_matches_a_float64_conv() {
             filter_layout: Conv2dFilterLayout::Oihw,
             has_bias: true,
         };
-        let descriptors = [vec![1, c, h, w], vec![c, 1, k, k], vec![c]].map(|s| OperandDescriptor::new(DataType::Float32, s.into_iter().map(u).collect()));
+        let descriptors = [vec![1, c, h, w], vec![c, 1, k, k], vec![c]].map(|s| OperandDescriptor::new(DataType::Float32, s.into_iter().map(u).collect::<Vec<u32>>()));
         let refs: Vec<&OperandDescriptor> = descriptors.iter().collect();
         let geometry = conv2d_geometry(&options, &refs).unwrap();
         let (input, filter, bias): (Vec<f32>, Vec<f32>, Vec<f32>) =
