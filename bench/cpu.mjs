@@ -17,7 +17,7 @@ import { start, openPage, writeOut, ROOT } from '../tests/browser/browser.mjs';
 
 const { values: args } = parseArgs({
   options: {
-    shapes: { type: 'string', default: 'mm256,mm512,mm1024,mm2048,gemv,mlp,qgemv,qmm16,convdw,convpw,convdet' },
+    shapes: { type: 'string', default: 'mm256,mm512,mm1024,mm2048,gemv,mlp,qgemv,qmm16,convdw,convdw2,convpw,convdet' },
     impls: { type: 'string', default: 'cpu,ortwasm,ours' },
     'budget-ms': { type: 'string', default: '2000' },
     'moe-tokens': { type: 'string', default: '32' },
@@ -48,7 +48,8 @@ const LABEL = {
   mm256: 'matmul 256³', mm512: 'matmul 512³', mm1024: 'matmul 1024³', mm2048: 'matmul 2048³',
   gemv: 'GEMV 1×4096×4096', mlp: 'MLP 1×512 → 2048 → gelu → 512 → add → layerNorm',
   qgemv: 'int8 weights: 1×384 · dequantizeLinear(384×1536)', qmm16: 'int8 weights: 16×384 · dequantizeLinear(384×1536)',
-  convdw: 'depthwise conv 3×3, 96 ch, 56² (MobileNetV2)', convpw: 'pointwise conv 1×1, 144 → 24 ch, 56² (MobileNetV2)',
+  convdw: 'depthwise conv 3×3, 96 ch, 56² (MobileNetV2)', convdw2: 'depthwise conv 3×3 stride 2, 144 ch, 56² → 28² (MobileNetV2)',
+  convpw: 'pointwise conv 1×1, 144 → 24 ch, 56² (MobileNetV2)',
   convdet: 'conv 3×3, 64 → 64 ch, 80² (YOLOv8n)',
 };
 const opts = { budgetMs: Number(args['budget-ms']), maxIters: 50 };

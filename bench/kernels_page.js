@@ -37,13 +37,21 @@ export const SHAPES = {
   convdw: { kind: 'conv', N: 1, C: 96, H: 56, W: 56, O: 96, k: 3, groups: 96, pad: 1 },
   convpw: { kind: 'conv', N: 1, C: 144, H: 56, W: 56, O: 24, k: 1, groups: 1, pad: 0 },
   convdet: { kind: 'conv', N: 1, C: 64, H: 80, W: 80, O: 64, k: 3, groups: 1, pad: 1 },
+  // MobileNetV2's and the PP-OCR detector's downsampling depthwise layers: stride 2.
+  convdw2: { kind: 'conv', N: 1, C: 144, H: 56, W: 56, O: 144, k: 3, groups: 144, pad: 1, stride: 2 },
 };
+
+/** A conv shape's output height and width (symmetric padding, stride 1 when not given). */
+function convOut(s) {
+  const st = s.stride ?? 1;
+  return [Math.floor((s.H + 2 * s.pad - s.k) / st) + 1, Math.floor((s.W + 2 * s.pad - s.k) / st) + 1];
+}
 
 /** Multiply-adds of a shape, times 2. */
 export function flops(name) {
   const s = SHAPES[name];
   if (s.kind === 'matmul') return 2 * s.M * s.N * s.K;
-  if (s.kind === 'conv') return 2 * s.N * s.O * s.H * s.W * (s.C / s.groups) * s.k * s.k;
+  if (s.kind === 'conv') return 2 * s.N * s.O * convOut(s)[0] * convOut(s)[1] * (s.C / s.groups) * s.k * s.k;
   return 2 * 2 * s.D * s.H;
 }
 
@@ -142,23 +150,24 @@ export function check(name, out) {
   const d = data(name);
   let worst = 0;
   let checked = 0;
-  const length = { matmul: s.M * s.N, conv: s.N * s.O * s.H * s.W, mlp: s.D }[s.kind];
+  const [oh, ow] = s.kind === 'conv' ? convOut(s) : [0, 0];
+  const length = { matmul: s.M * s.N, conv: s.N * s.O * oh * ow, mlp: s.D }[s.kind];
   let bad = !(out && out.length === length);
   if (!bad && s.kind === 'conv') {
-    // 64 random outputs (same-size convolutions: stride 1, "same" padding); the tolerance scales
-    // with sum |x w|.
+    // 64 random outputs; the tolerance scales with sum |x w|.
     const rnd = random(54321);
     const cpg = s.C / s.groups;
     const opg = s.O / s.groups;
     for (let p = 0; p < 64; p++) {
-      const [o, y, x] = [Math.floor(rnd() * s.O), Math.floor(rnd() * s.H), Math.floor(rnd() * s.W)];
+      const [o, y, x] = [Math.floor(rnd() * s.O), Math.floor(rnd() * oh), Math.floor(rnd() * ow)];
+      const st = s.stride ?? 1;
       const g = Math.floor(o / opg);
       let ref = d.bias[o];
       let mag = Math.abs(ref);
       for (let c = 0; c < cpg; c++) {
         for (let i = 0; i < s.k; i++) {
           for (let j = 0; j < s.k; j++) {
-            const [yy, xx] = [y + i - s.pad, x + j - s.pad];
+            const [yy, xx] = [y * st + i - s.pad, x * st + j - s.pad];
             if (yy < 0 || yy >= s.H || xx < 0 || xx >= s.W) continue;
             const v = d.x[((g * cpg + c) * s.H + yy) * s.W + xx] * d.F[((o * cpg + c) * s.k + i) * s.k + j];
             ref += v;
@@ -166,7 +175,7 @@ export function check(name, out) {
           }
         }
       }
-      const e = Math.abs(out[(o * s.H + y) * s.W + x] - ref) / (1e-4 * mag + 1e-6);
+      const e = Math.abs(out[(o * oh + y) * ow + x] - ref) / (1e-4 * mag + 1e-6);
       worst = Math.max(worst, Number.isNaN(e) ? Infinity : e);
       checked++;
     }
@@ -267,10 +276,10 @@ async function ours(name, opts, contextOptions = {}) {
       : c([s.K, s.N], d.B);
     outputs = { y: b.matmul(b.input('x', { dataType: F32, shape: inShape }), w) };
   } else if (s.kind === 'conv') {
-    [inShape, outShape, input] = [[s.N, s.C, s.H, s.W], [s.N, s.O, s.H, s.W], d.x];
+    [inShape, outShape, input] = [[s.N, s.C, s.H, s.W], [s.N, s.O, ...convOut(s)], d.x];
     const filter = c([s.O, s.C / s.groups, s.k, s.k], d.F);
     outputs = { y: b.conv2d(b.input('x', { dataType: F32, shape: inShape }), filter, {
-      padding: [s.pad, s.pad, s.pad, s.pad], groups: s.groups, bias: c([s.O], d.bias),
+      padding: [s.pad, s.pad, s.pad, s.pad], strides: [s.stride ?? 1, s.stride ?? 1], groups: s.groups, bias: c([s.O], d.bias),
     }) };
   } else {
     [inShape, outShape, input] = [[1, s.D], [1, s.D], d.x];
@@ -313,9 +322,9 @@ async function ortModel(name) {
   }
   if (s.kind === 'conv') {
     return onnxModel({
-      inputs: [['x', [s.N, s.C, s.H, s.W]]], outputs: [['y', [s.N, s.O, s.H, s.W]]],
+      inputs: [['x', [s.N, s.C, s.H, s.W]]], outputs: [['y', [s.N, s.O, ...convOut(s)]]],
       initializers: [['F', [s.O, s.C / s.groups, s.k, s.k], d.F], ['B', [s.O], d.bias]],
-      nodes: [['Conv', ['x', 'F', 'B'], ['y'], { group: s.groups, pads: [s.pad, s.pad, s.pad, s.pad], kernel_shape: [s.k, s.k] }]],
+      nodes: [['Conv', ['x', 'F', 'B'], ['y'], { group: s.groups, pads: [s.pad, s.pad, s.pad, s.pad], kernel_shape: [s.k, s.k], strides: [s.stride ?? 1, s.stride ?? 1] }]],
     });
   }
   // gelu as 0.5 x (1 + erf(x / sqrt 2)): opset 17 has no Gelu (ORT fuses the pattern itself).
