@@ -761,3 +761,30 @@ fn conv2d_depthwise_rows() {
         }
     }
 }
+
+/// 3x3 nchw convolutions at stride 1 with enough channels and output tiles for Winograd's
+/// F(2x2, 3x3) (`c * o >= 20 * (c + o)`, 16 tiles): against [`spec_conv2d`], over odd output
+/// sizes (tiles cut off at the right and bottom), no padding, uneven padding, padding wider than
+/// the input, batches, odd channel counts, chunks of tile rows smaller than the image, and
+/// YOLOv8n's 64-channel layer.
+#[test]
+fn conv2d_winograd_tiles() {
+    let mut rng = Rng::new(13);
+    let cases = [
+        case(1, [40, 40], [8, 8], [3, 3], 1).window([1, 1, 1, 1], [1, 1], [1, 1]),
+        case(1, [41, 47], [9, 11], [3, 3], 1).window([1, 1, 1, 1], [1, 1], [1, 1]),
+        case(2, [40, 48], [10, 12], [3, 3], 1),
+        case(1, [48, 40], [11, 10], [3, 3], 1).window([0, 2, 2, 0], [1, 1], [1, 1]),
+        case(1, [40, 42], [7, 9], [3, 3], 1).window([2, 2, 2, 2], [1, 1], [1, 1]),
+        case(3, [40, 40], [13, 8], [3, 3], 1).window([1, 0, 1, 0], [1, 1], [1, 1]),
+        case(1, [64, 64], [20, 20], [3, 3], 1).window([1, 1, 1, 1], [1, 1], [1, 1]),
+        case(1, [40, 40], [4, 4], [3, 3], 1).window([3, 3, 9, 9], [1, 1], [1, 1]),
+        // 256 channels of 17 x 17 tiles: two chunks of tile rows.
+        case(1, [256, 24], [34, 34], [3, 3], 1).window([1, 1, 1, 1], [1, 1], [1, 1]),
+    ];
+    for c in &cases {
+        for with_bias in [false, true] {
+            check_against_spec(&mut rng, c, InputLayout::Nchw, with_bias);
+        }
+    }
+}

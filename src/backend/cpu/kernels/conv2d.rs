@@ -4,7 +4,8 @@
 //! conv2d, per batch and group: a 1x1, stride-1, unpadded filter is one GEMM straight over the
 //! input; any other filter is im2col (output rows tiled so the columns stay within
 //! [`COLUMN_FLOATS`]) and the packed GEMM; depthwise convolutions (one input channel per group)
-//! run a direct loop over the window instead, vectorised along width (nchw) or channels (nhwc).
+//! run a direct loop over the window instead, vectorised along width (nchw) or channels (nhwc);
+//! nchw 3x3 filters at stride 1 with enough channels run Winograd's F(2x2, 3x3) (`winograd.rs`).
 //! The product's orientation follows the layout, so the GEMM writes the output in place: nchw
 //! computes `filter [Cout x K] * columns [K x HW]`, nhwc `columns [HW x K] * filter^T [K x Cout]`.
 //! Images of fewer than [`SMALL_IMAGE_PIXELS`] output pixels take several batches' columns side
@@ -24,6 +25,7 @@ use crate::backend::cpu::threads::{self, Disjoint};
 
 use super::gemm::{gemm, gemm_packed_rows, gemm_prepacked, Matrix, Packed};
 use super::scratch::{self, Slot};
+use super::winograd;
 
 /// Floats of im2col (or col2im) columns per tile, 4 MiB: larger products are tiled by rows.
 const COLUMN_FLOATS: usize = 1 << 20;
@@ -31,6 +33,12 @@ const COLUMN_FLOATS: usize = 1 << 20;
 const COPIED_RUN: usize = 8;
 /// Output images of fewer pixels than this run several batches as one GEMM.
 const SMALL_IMAGE_PIXELS: usize = 64;
+/// Winograd's F(2x2, 3x3) runs a convolution of `c` input and `o` output channels when
+/// `c * o >= WINOGRAD_CHANNELS * (c + o)` (the multiply-adds it saves grow with `c * o`, its
+/// transforms with `c + o`; timed alone, 32 -> 32 channels lost to im2col and 32 -> 64 won), and
+/// it has this many output tiles (2x2 pixels each).
+const WINOGRAD_CHANNELS: usize = 20;
+const WINOGRAD_MIN_TILES: usize = 16;
 /// Convolutions of at least this many multiply-adds run their tiles on the CPU threads (smaller
 /// ones gain less than the split costs, as for the GEMM).
 const PARALLEL_MACS: usize = 1 << 21;
@@ -46,6 +54,9 @@ enum Method {
     DepthwisePlanar,
     /// nhwc depthwise: weights `[kh][kw][oc]`, vectorised along channels.
     DepthwiseInterleaved,
+    /// nchw, one group, 3x3 at stride 1 and dilation 1, channels enough to fill GEMMs: Winograd's
+    /// F(2x2, 3x3), weights the 16 transformed matrices `[xi][oc][ic]` (see `winograd.rs`).
+    Winograd,
 }
 
 /// A conv2d filter rearranged once (when a graph is compiled) for [`conv2d_packed`], which then
@@ -55,8 +66,8 @@ pub struct PackedFilter {
     key: FilterKey,
     weights: Vec<f32>,
     /// With one group, the filter also packed as the GEMM's operand (left for nchw, right for
-    /// nhwc), so that no call packs it.
-    gemm: Option<Packed>,
+    /// nhwc; Winograd's 16 matrices as left operands), so that no call packs it.
+    gemm: Vec<Packed>,
 }
 
 /// What a packed filter was built for; [`conv2d_packed`] refuses a geometry that differs.
@@ -77,24 +88,25 @@ impl PackedFilter {
         conv.check_filter(filter)?;
         let mut weights = Vec::new();
         weights
-            .try_reserve_exact(conv.filter_len())
+            .try_reserve_exact(conv.weights_len(method))
             .map_err(|_| Error::Operation("conv2d: cannot allocate the packed filter".into()))?;
-        weights.resize(conv.filter_len(), 0.0);
+        weights.resize(conv.weights_len(method), 0.0);
         conv.pack_filter(method, filter, &mut weights);
         let depth = conv.filter_len() / conv.output_channels.max(1);
         let matrix = Matrix::row_major(&weights, conv.output_channels, depth);
         let gemm = match method {
-            _ if conv.groups != 1 => None,
-            Method::Planar => Some(Packed::left(matrix)?),
-            Method::Interleaved => Some(Packed::right(matrix.t())?),
-            Method::DepthwisePlanar | Method::DepthwiseInterleaved => None,
+            Method::Winograd => winograd::pack_transformed(&weights, conv.output_channels, conv.input_channels)?,
+            _ if conv.groups != 1 => Vec::new(),
+            Method::Planar => vec![Packed::left(matrix)?],
+            Method::Interleaved => vec![Packed::right(matrix.t())?],
+            Method::DepthwisePlanar | Method::DepthwiseInterleaved => Vec::new(),
         };
         Ok(PackedFilter { key: conv.filter_key(method), weights, gemm })
     }
 
     /// Bytes it holds.
     pub fn bytes(&self) -> u64 {
-        (self.weights.len() * 4) as u64 + self.gemm.as_ref().map_or(0, Packed::bytes)
+        (self.weights.len() * 4) as u64 + self.gemm.iter().map(Packed::bytes).sum::<u64>()
     }
 }
 
@@ -104,9 +116,9 @@ pub fn conv2d(g: &ConvGeometry, input: &[f32], filter: &[f32], bias: Option<&[f3
     let conv = Conv::new(g, false)?;
     let method = conv.method()?;
     conv.check_filter(filter)?;
-    scratch::with(Slot::Filter, conv.filter_len(), |weights| {
+    scratch::with(Slot::Filter, conv.weights_len(method), |weights| {
         conv.pack_filter(method, filter, weights);
-        conv.run(method, input, weights, None, bias, out)
+        conv.run(method, input, weights, &[], bias, out)
     })
 }
 
@@ -123,7 +135,7 @@ pub fn conv2d_packed(
     if filter.key != conv.filter_key(method) {
         return Err(Error::Operation("conv2d: the packed filter was built for another geometry".into()));
     }
-    conv.run(method, input, &filter.weights, filter.gemm.as_ref(), bias, out)
+    conv.run(method, input, &filter.weights, &filter.gemm, bias, out)
 }
 
 /// convTranspose2d of `input` by `filter` (plus `bias` per output channel) into `out`, all laid
@@ -318,6 +330,14 @@ impl Conv {
         self.filter_dims().iter().product()
     }
 
+    /// Floats of the filter rearranged for `method`.
+    fn weights_len(&self, method: Method) -> usize {
+        match method {
+            Method::Winograd => winograd::POSITIONS * self.output_channels * self.input_channels,
+            _ => self.filter_len(),
+        }
+    }
+
     fn output_is_empty(&self) -> bool {
         let [h, w] = self.output_size;
         [self.batches, self.output_channels, h, w].contains(&0)
@@ -377,14 +397,34 @@ impl Conv {
         // than the per-tap loop (an STFT as a conv: 258 filters of 256 taps).
         let depthwise = self.groups == self.input_channels && self.groups > 1;
         match self.input_layout {
-            InputLayout::Nchw if os_w == 1 && os_h == out_w => {
-                Ok(if depthwise && is_w == 1 { Method::DepthwisePlanar } else { Method::Planar })
-            }
+            InputLayout::Nchw if os_w == 1 && os_h == out_w => Ok(if depthwise && is_w == 1 {
+                Method::DepthwisePlanar
+            } else if self.winograd_fits() {
+                Method::Winograd
+            } else {
+                Method::Planar
+            }),
             InputLayout::Nhwc if os_c == 1 && os_h == out_w * os_w => {
                 Ok(if depthwise && is_c == 1 { Method::DepthwiseInterleaved } else { Method::Interleaved })
             }
             _ => Err(Error::NotSupported(format!("conv2d: output strides {:?} are not a dense layout", self.output_strides))),
         }
+    }
+
+    /// Whether Winograd's F(2x2, 3x3) runs this convolution: a 3x3 filter at stride 1 and
+    /// dilation 1 in one group, with the channels and output tiles to give its 16 GEMMs some
+    /// size (below that the transforms cost more than the multiply-adds they save).
+    fn winograd_fits(&self) -> bool {
+        let [out_h, out_w] = self.output_size;
+        self.groups == 1
+            && self.filter_size == [3, 3]
+            && self.strides == [1, 1]
+            && self.dilations == [1, 1]
+            && self.input_channels.saturating_mul(self.output_channels)
+                >= WINOGRAD_CHANNELS.saturating_mul(self.input_channels.saturating_add(self.output_channels))
+            && out_h.div_ceil(2).saturating_mul(out_w.div_ceil(2)) >= WINOGRAD_MIN_TILES
+            // The transformed filter's length is formed unchecked.
+            && winograd::POSITIONS.checked_mul(self.input_channels).and_then(|n| n.checked_mul(self.output_channels)).is_some()
     }
 
     /// Writes the bias (or zeros) to every output element.
@@ -406,12 +446,15 @@ impl Conv {
     fn pack_filter(&self, method: Method, filter: &[f32], weights: &mut [f32]) {
         let [fs_o, fs_i, fs_h, fs_w] = self.filter_strides;
         let [out_c, in_per_group, k_h, k_w] = self.filter_dims();
+        if method == Method::Winograd {
+            return winograd::transform_filter(filter, self.filter_strides, out_c, in_per_group, weights);
+        }
         for oc in 0..out_c {
             for ic in 0..in_per_group {
                 for fh in 0..k_h {
                     for fw in 0..k_w {
                         let to = match method {
-                            Method::Planar | Method::DepthwisePlanar => ((oc * in_per_group + ic) * k_h + fh) * k_w + fw,
+                            Method::Planar | Method::DepthwisePlanar | Method::Winograd => ((oc * in_per_group + ic) * k_h + fh) * k_w + fw,
                             Method::Interleaved => ((oc * k_h + fh) * k_w + fw) * in_per_group + ic,
                             Method::DepthwiseInterleaved => (fh * k_w + fw) * out_c + oc,
                         };
@@ -445,9 +488,9 @@ impl Conv {
     }
 
     /// conv2d with the filter rearranged for `method`.
-    fn run(&self, method: Method, input: &[f32], weights: &[f32], packed: Option<&Packed>, bias: Option<&[f32]>, out: &mut [f32]) -> Result<()> {
+    fn run(&self, method: Method, input: &[f32], weights: &[f32], packed: &[Packed], bias: Option<&[f32]>, out: &mut [f32]) -> Result<()> {
         self.check_operands(input, bias, out)?;
-        if weights.len() < self.filter_len() {
+        if weights.len() < self.weights_len(method) {
             return Err(Error::Operation("conv2d: the packed filter is too short".into()));
         }
         if self.output_is_empty() {
@@ -456,11 +499,25 @@ impl Conv {
         match method {
             Method::DepthwisePlanar => self.depthwise_planar(input, weights, bias, out),
             Method::DepthwiseInterleaved => self.depthwise_interleaved(input, weights, bias, out),
+            Method::Winograd => {
+                let shape = winograd::Shape {
+                    batches: self.batches,
+                    in_c: self.input_channels,
+                    out_c: self.output_channels,
+                    input_size: self.input_size,
+                    output_size: self.output_size,
+                    padding: self.padding,
+                    input_strides: self.input_strides,
+                    output_strides: self.output_strides,
+                };
+                let packed = (packed.len() == winograd::POSITIONS).then_some(packed);
+                winograd::conv2d(&shape, input, weights, packed, bias, out)
+            }
             Method::Planar | Method::Interleaved => {
                 if let Some(bias) = bias {
                     self.fill_output(Some(bias), out);
                 }
-                self.gemm(method, input, weights, packed, bias.is_some(), out)
+                self.gemm(method, input, weights, packed.first(), bias.is_some(), out)
             }
         }
     }

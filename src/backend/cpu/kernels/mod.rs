@@ -15,3 +15,4 @@ pub mod recurrent;
 pub mod reduce;
 pub mod spatial;
 pub mod typed;
+mod winograd;
