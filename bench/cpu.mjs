@@ -50,7 +50,8 @@ const LABEL = {
   qgemv: 'int8 weights: 1×384 · dequantizeLinear(384×1536)', qmm16: 'int8 weights: 16×384 · dequantizeLinear(384×1536)',
   convdw: 'depthwise conv 3×3, 96 ch, 56² (MobileNetV2)', convdw2: 'depthwise conv 3×3 stride 2, 144 ch, 56² → 28² (MobileNetV2)',
   convpw: 'pointwise conv 1×1, 144 → 24 ch, 56² (MobileNetV2)',
-  convdet: 'conv 3×3, 64 → 64 ch, 80² (YOLOv8n)',
+  convdet: 'conv 3×3, 64 → 64 ch, 80² (YOLOv8n)', convyolo32: 'conv 3×3, 32 → 64 ch, 80²', convyolo40: 'conv 3×3, 64 → 64 ch, 40²',
+  convyolo20: 'conv 3×3, 128 → 128 ch, 20²', convyolo10: 'conv 3×3, 256 → 256 ch, 10²',
 };
 const opts = { budgetMs: Number(args['budget-ms']), maxIters: 50 };
 const results = { date: new Date().toISOString(), opts, cells: {}, backends: {}, models: null, moe: {} };

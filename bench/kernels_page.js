@@ -37,6 +37,11 @@ export const SHAPES = {
   convdw: { kind: 'conv', N: 1, C: 96, H: 56, W: 56, O: 96, k: 3, groups: 96, pad: 1 },
   convpw: { kind: 'conv', N: 1, C: 144, H: 56, W: 56, O: 24, k: 1, groups: 1, pad: 0 },
   convdet: { kind: 'conv', N: 1, C: 64, H: 80, W: 80, O: 64, k: 3, groups: 1, pad: 1 },
+  // YOLOv8n's other 3x3 layers (not in the default set: `--shapes convyolo32,...`).
+  convyolo32: { kind: 'conv', N: 1, C: 32, H: 80, W: 80, O: 64, k: 3, groups: 1, pad: 1 },
+  convyolo40: { kind: 'conv', N: 1, C: 64, H: 40, W: 40, O: 64, k: 3, groups: 1, pad: 1 },
+  convyolo20: { kind: 'conv', N: 1, C: 128, H: 20, W: 20, O: 128, k: 3, groups: 1, pad: 1 },
+  convyolo10: { kind: 'conv', N: 1, C: 256, H: 10, W: 10, O: 256, k: 3, groups: 1, pad: 1 },
   // MobileNetV2's and the PP-OCR detector's downsampling depthwise layers: stride 2.
   convdw2: { kind: 'conv', N: 1, C: 144, H: 56, W: 56, O: 144, k: 3, groups: 144, pad: 1, stride: 2 },
 };
