@@ -17,7 +17,9 @@
 # those flags (e.g. --enable-dawn-features=disable_robustness; several sets separated by '|',
 # each its own page, tagged flags0, flags1, ...), interleaved the same way, the flagged pages
 # with GPU_FLAGS_QUERY instead of GPU_QUERY when it is set. GPU_SKIP_PLAIN=1 runs only the
-# flagged pages (a later call on the same warm machine).
+# flagged pages (a later call on the same warm machine). The GPU's SM clock, power and utilization
+# are sampled every 0.1 s into $OUT/smi.csv (`gpu_table.py results.jsonl smi.csv` gives each
+# cell's clock during its timed runs).
 set -u
 root=/tmp/chromium-gpu; P=/tmp/payload
 ls $P/chromium.part.00 $P/ort >/dev/null || exit 3
@@ -36,6 +38,7 @@ export LD_LIBRARY_PATH=$root/lib:$root/chromium
 printf '<?xml version="1.0"?><fontconfig><dir>%s/fonts</dir><cachedir>%s/fc-cache</cachedir></fontconfig>\n' $root $root > $root/fonts.conf
 export FONTCONFIG_FILE=$root/fonts.conf
 nvidia-smi -L
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,utilization.gpu --format=csv,noheader,nounits -lms 100 > $OUT/smi.csv 2>/dev/null & smi=$!
 here=$PWD/.gpu/ctl
 serve() { kill ${srv:-} 2>/dev/null; sleep 0.3; python3 $here/serve.py 8131 $OUT/results.jsonl "$1" > /dev/null 2>&1 & srv=$!; sleep 0.5; }
 builds=(new); serve .
@@ -61,7 +64,7 @@ for i in "${!variants[@]}"; do
   echo "variant $i: $(tail -1 $OUT/results.jsonl)"
   if tail -1 $OUT/results.jsonl | grep -qi nvidia; then chosen=${variants[$i]}; break; fi
 done
-[ -n "$chosen" ] || { echo "no flag set found the GPU"; kill $srv; exit 1; }
+[ -n "$chosen" ] || { echo "no flag set found the GPU"; kill $srv $smi; exit 1; }
 sets=()
 [ -n "${GPU_FLAGS:-}" ] && [ ${#builds[@]} = 1 ] && IFS='|' read -ra sets <<< "$GPU_FLAGS"
 [ "${GPU_SKIP_PLAIN:-}" = 1 ] && [ ${#sets[@]} -gt 0 ] && builds=()
@@ -74,4 +77,4 @@ for round in $(seq 1 ${GPU_ROUNDS:-2}); do
     page "$flags" "bench/gpu.html?$query&tag=$tag$round" ${GPU_SECONDS:-200} bench-$tag$round
   done
 done
-kill $srv
+kill $srv $smi

@@ -2,8 +2,12 @@
 tag, the kernel shapes with ours beside tfjs-webgpu, onnxruntime-web's WebGPU EP and a plain WGSL
 kernel (ms per product including the final read back; a '!' marks a failed check), the WGSL lab's
 kernels (examples/wgsl_lab.rs), the MoE
-tokens/s per memory mode, and the small-tensor round trips. usage: gpu_table.py RESULTS.jsonl"""
+tokens/s per memory mode, and the small-tensor round trips; with SMI.csv (gpu_machine.sh's
+nvidia-smi samples), the median SM clock during each timed window.
+usage: gpu_table.py RESULTS.jsonl [SMI.csv]"""
+import datetime
 import json
+import statistics
 import sys
 
 DIMS = {'mm1024': (1024, 1024, 1024), 'mm2048': (2048, 2048, 2048), 'mm4096': (4096, 4096, 4096),
@@ -27,17 +31,36 @@ def rate(shape, ms):
     return f'{2 * m * k * n / (ms * 1e9):.1f} TFLOP/s'
 
 
+# (seconds since the epoch, SM MHz): nvidia-smi prints its timestamps in local time, so read
+# them on the machine that wrote them.
+samples = []
+for line in open(sys.argv[2]) if len(sys.argv) > 2 else []:
+    f = [x.strip() for x in line.split(',')]
+    try:
+        samples.append((datetime.datetime.strptime(f[0], '%Y/%m/%d %H:%M:%S.%f').timestamp(), float(f[1])))
+    except (ValueError, IndexError):
+        pass
+
+
+def clock(r):
+    """The median SM clock (MHz) sampled inside the result's timed window, or ''."""
+    w = (r or {}).get('window')
+    inside = [mhz for t, mhz in samples if w and w[0] / 1000 <= t <= w[1] / 1000]
+    return f'{statistics.median(inside):.0f}' if inside else ''
+
+
 runs = [json.loads(line) for line in open(sys.argv[1]) if '"stage":"gpu"' in line]
 for run in runs:
     print(f"\n### {run.get('tag') or 'run'}: {run.get('adapter', {}).get('vendor')} {run.get('error') or ''}\n")
-    print('| shape | ours ms | ours rate | tfjs | ort | wgsl | best peer / ours |')
-    print('|---|---:|---:|---:|---:|---:|---:|')
+    print('| shape | ours ms | ours rate | tfjs | ort | wgsl | best peer / ours | SM MHz: ours, tfjs, ort, wgsl |')
+    print('|---|---:|---:|---:|---:|---:|---:|---|')
     for shape, c in run['cells'].items():
         ours = c.get('ours', {}).get('ms')
         peers = [c[i]['ms'] for i in ('tfjs', 'ort') if 'ms' in c.get(i, {})]
         ratio = f'{min(peers) / ours:.2f}' if ours and peers else ''
         print(f"| {shape} | {cell(c.get('ours'))} | {rate(shape, ours) if ours else ''} | "
-              f"{cell(c.get('tfjs'))} | {cell(c.get('ort'))} | {cell(c.get('wgsl'))} | {ratio} |")
+              f"{cell(c.get('tfjs'))} | {cell(c.get('ort'))} | {cell(c.get('wgsl'))} | {ratio} | "
+              f"{', '.join(clock(c.get(i)) for i in IMPLS)} |")
     moe = ', '.join(f"{mode} {v['tokensPerSecond']:.1f}" + ('' if v.get('ok') else ' (WRONG TOKENS)')
                     if 'tokensPerSecond' in v else f"{mode} {v.get('error')}" for mode, v in run.get('moe', {}).items())
     print(f'\nMoE tokens/s: {moe}')
@@ -52,8 +75,8 @@ for run in runs:
               f"swapIn {r['swapIn']:.2f} ({100 * r['raw'] / r['swapIn']:.0f}% of writeBuffer), "
               f"at the budget {r['swapInBudget']:.2f} ({100 * r['raw'] / r['swapInBudget']:.0f}%), swapOut {r['swapOut']:.2f}, rebuild {r['rebuild']:.1f}")
     if run.get('lab'):
-        print('\n| lab shape | variant | ms | rate |')
-        print('|---|---|---:|---:|')
+        print('\n| lab shape | variant | ms | rate | SM MHz |')
+        print('|---|---|---:|---:|---:|')
         for r in run['lab']:
             speed = '' if 'ms' not in r else f"{r['flops'] / (r['ms'] * 1e9):.1f} TFLOP/s" if r.get('flops') else rate(r['shape'], r['ms'])
-            print(f"| {r['shape']} | {r['variant']} | {cell(r) if 'ms' in r else r.get('error')} | {speed} |")
+            print(f"| {r['shape']} | {r['variant']} | {cell(r) if 'ms' in r else r.get('error')} | {speed} | {clock(r)} |")

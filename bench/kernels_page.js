@@ -250,11 +250,13 @@ export async function measure(step, finish, { budgetMs, maxIters, sustainMs = 0 
     for (let i = 0; i < 4; i++) await step();
     await finish();
   }
+  // window: the timed runs in wall-clock ms, to match against GPU clock samples (nvidia-smi).
+  const start = Date.now();
   t = performance.now();
   for (let i = 0; i < iters; i++) await step();
   const out = await finish();
   const ms = (performance.now() - t) / iters;
-  return { ms, iters, out: convert(out) };
+  return { ms, iters, window: [start, Date.now()], out: convert(out) };
 }
 
 // ---- ours: navigator.ml (the polyfill installed from pkg/) ----
@@ -576,7 +578,7 @@ export async function cell(name, impl, opts) {
   try {
     const r = await IMPLS[impl](name, opts);
     const c = check(name, r.out);
-    return { ms: r.ms, iters: r.iters, backend: r.backend, check: c };
+    return { ms: r.ms, iters: r.iters, window: r.window, backend: r.backend, check: c };
   } catch (e) {
     return { error: `${e?.name ?? 'Error'}: ${e?.message ?? e}` };
   }
