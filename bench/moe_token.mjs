@@ -4,7 +4,8 @@
 // dispatch(), writeTensor() and readTensor() before they return, the wait for each read's promise,
 // the page's own JavaScript (www/moe/*.js), and the time the page's thread was idle (waiting for
 // the GPU process). Tokens must match the reference, as in tests/browser/moe.mjs.
-//   node bench/moe_token.mjs [--mode resident|fused|lru|lru-host|explicit] [--backend webgpu|cpu] [--tokens 32]
+//   node bench/moe_token.mjs [--mode resident|fused|lru|lru-host|explicit] [--backend webgpu|cpu] [--tokens 32] [--ahead N]
+// (--ahead: the fused mode's steps in flight, the page's ?ahead=)
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -15,6 +16,7 @@ const { values: args } = parseArgs({
     mode: { type: 'string', default: 'resident' },
     backend: { type: 'string', default: 'webgpu' },
     tokens: { type: 'string', default: '32' },
+    ahead: { type: 'string' },
   },
 });
 const tokens = Number(args.tokens);
@@ -22,7 +24,7 @@ const reference = JSON.parse(fs.readFileSync(path.join(ROOT, 'www/models/moe/ref
 
 const { browser, url, close } = await start();
 try {
-  const page = await openPage(browser, `${url}/www/moe/index.html?mode=${args.mode}&backend=${args.backend}&budget=0.25`, 'moe');
+  const page = await openPage(browser, `${url}/www/moe/index.html?mode=${args.mode}&backend=${args.backend}&budget=0.25${args.ahead ? `&ahead=${args.ahead}` : ''}`, 'moe');
   await page.waitForFunction(() => document.body.dataset.state, null, { timeout: 600000 });
   const state = await page.evaluate(() => document.body.dataset.state);
   if (state !== 'ready') throw new Error(`the page is ${state}: ${await page.textContent('#status')}`);

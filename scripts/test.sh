@@ -39,7 +39,8 @@
 #                openWeights(), 64 greedy tokens per reference prompt under a 25% expert budget,
 #                checked against reference.json; a reload from the OPFS copy and the model picker
 #                checked too; screenshot in out/moe.png. Before it, 8 tokens per prompt in the
-#                lru-host mode: no bytes read from the file after loading while experts miss
+#                lru-host mode: no bytes read from the file after loading while experts miss,
+#                and 16 in the fused mode: tokens picked on the GPU, steps ahead of their reads
 # Ends with "stages: N passed, M failed"; exits non-zero when a stage failed.
 # STAGES="native demo" runs a subset (setup always runs first); an unknown name is an error.
 # Variables that narrow a stage (NARROWING below), when set, are printed in its header.
@@ -123,6 +124,7 @@ demo() {
 moe_page() {
   local rc=0
   node tests/browser/moe.mjs --mode lru-host --budget 0.25 --tokens 8 || rc=1
+  node tests/browser/moe.mjs --mode fused --tokens 16 || rc=1
   node tests/browser/moe.mjs --mode lru --budget 0.25 --tokens 64 || rc=1
   return $rc
 }
@@ -155,6 +157,7 @@ cpu_backend() {
     WEBNN_BACKEND=cpu node tests/browser/pipeline.mjs &&
     WEBNN_BACKEND=cpu node tests/browser/moe.mjs --mode lru-host --budget 0.25 --tokens 8 &&
     WEBNN_BACKEND=cpu node tests/browser/moe.mjs --mode lru --budget 0.25 --tokens 8 &&
+    WEBNN_BACKEND=cpu node tests/browser/moe.mjs --mode fused --tokens 16 &&
     WEBNN_BACKEND=cpu node tests/browser/weights.mjs
 }
 

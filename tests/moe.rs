@@ -90,3 +90,35 @@ fn the_fused_mode_routes_on_the_gpu_and_decodes_the_reference_tokens() {
     assert_eq!(m.resident_experts(), (0, 32), "no expert graphs: the token graph holds every expert");
     assert_eq!(m.stats.expert_misses, 0);
 }
+
+#[test]
+fn the_fused_mode_decodes_ahead_of_its_reads_with_the_gpus_greedy_tokens() {
+    // decode_greedy: each step's token is the previous step's argMax on the GPU, with up to
+    // `ahead` steps issued before their reads. Every prompt's tokens must be the reference's,
+    // with one step in flight (each read waited for) and with several.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("www/models/moe");
+    let json = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(name)).expect("read")).expect("json")
+    };
+    let config = Config::from_json(&json("config.json")).unwrap();
+    let (prompts, tolerance) = read_reference(&json("reference.json")).unwrap();
+    let weights = Weights::open(&dir.join("model.safetensors"), &config, Some(true)).unwrap();
+    let mut m = Moe::new(config, &weights, Mode::Fused, 1.0).unwrap();
+    for ahead in [1, 4] {
+        for p in &prompts {
+            m.reset().unwrap();
+            let n = p.greedy_tokens.len().min(12);
+            let d = m.decode_greedy(&p.ids, n, ahead).unwrap();
+            assert_eq!(d.tokens, p.greedy_tokens[..n], "{:?}, {ahead} ahead", p.text);
+            let error = relative_error(&d.first_logits, &p.last_logits);
+            assert!(error <= tolerance, "last-position logits rel err {error}");
+            assert_eq!(m.pos as usize, p.ids.len() + n - 1, "the last token is not fed");
+        }
+    }
+    // Steps stop at max_seq: the prompt fills all but one position, which picks one more token.
+    m.reset().unwrap();
+    let ids: Vec<u32> = prompts[0].ids.iter().copied().cycle().take(m.c.max_seq as usize - 1).collect();
+    assert_eq!(m.decode_greedy(&ids, 5, 4).unwrap().tokens.len(), 2);
+    m.reset().unwrap();
+    assert!(m.decode_greedy(&vec![1; m.c.max_seq as usize + 1], 1, 4).is_err(), "a prompt longer than max_seq");
+}

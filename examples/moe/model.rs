@@ -414,12 +414,23 @@ struct Tensors {
     onehot: Tensor,
     keep: Tensor,
     logits: Tensor,
-    /// The fused mode's output: the logits, then the experts chosen in every layer.
+    /// The fused mode's output: the logits, the experts chosen in every layer, the next token.
     out: Tensor,
+    /// The fused mode's next token (argMax of the logits): one step's output and the next one's
+    /// input, in turn.
+    next: [Tensor; 2],
     /// Per layer, two ping-pong copies of the key and value caches, laid out as the attention's
     /// matmuls read them: keys [kv_heads * head_dim, max_seq], values [kv_heads, max_seq, head_dim].
     keys: Vec<[Tensor; 2]>,
     values: Vec<[Tensor; 2]>,
+}
+
+/// What [`Moe::decode_greedy`] returns.
+pub struct Decoded {
+    pub tokens: Vec<u32>,
+    /// The logits of the prompt's last position (those that picked the first token).
+    pub first_logits: Vec<f32>,
+    pub seconds: f64,
 }
 
 /// Seconds per expert use by where the expert is (see [`Moe::expert_costs`]).
@@ -573,6 +584,23 @@ impl<'w> Moe<'w> {
         Ok(())
     }
 
+    /// Writes the step inputs of position `self.pos`: the RoPE rows and the attention's masks.
+    fn write_position(&self) -> Result<()> {
+        let (c, t, ctx) = (&self.c, &self.t, &self.ctx);
+        let s = c.max_seq as usize;
+        let (cos, sin) = rope_angles(c, self.pos);
+        let mut mask = vec![MASKED; s];
+        mask[..=self.pos as usize].fill(0.0);
+        let mut onehot = vec![0f32; s];
+        onehot[self.pos as usize] = 1.0;
+        let keep: Vec<f32> = onehot.iter().map(|v| 1.0 - v).collect();
+        ctx.write_tensor(&t.cos, &bytes(&cos))?;
+        ctx.write_tensor(&t.sin, &bytes(&sin))?;
+        ctx.write_tensor(&t.mask, &bytes(&mask))?;
+        ctx.write_tensor(&t.onehot, &bytes(&onehot))?;
+        ctx.write_tensor(&t.keep, &bytes(&keep))
+    }
+
     /// Feeds one token at `self.pos`; returns its logits.
     pub fn step(&mut self, token: u32) -> Result<Vec<f32>> {
         let c = self.c.clone();
@@ -583,18 +611,8 @@ impl<'w> Moe<'w> {
         if token >= c.vocab {
             return Err(Error::Type(format!("token {token} is outside the vocabulary of {}", c.vocab)));
         }
-        let (cos, sin) = rope_angles(&c, self.pos);
-        let mut mask = vec![MASKED; s as usize];
-        mask[..=self.pos as usize].fill(0.0);
-        let mut onehot = vec![0f32; s as usize];
-        onehot[self.pos as usize] = 1.0;
-        let keep: Vec<f32> = onehot.iter().map(|v| 1.0 - v).collect();
+        self.write_position()?;
         let t = &self.t;
-        ctx.write_tensor(&t.cos, &bytes(&cos))?;
-        ctx.write_tensor(&t.sin, &bytes(&sin))?;
-        ctx.write_tensor(&t.mask, &bytes(&mask))?;
-        ctx.write_tensor(&t.onehot, &bytes(&onehot))?;
-        ctx.write_tensor(&t.keep, &bytes(&keep))?;
         ctx.write_tensor(&t.token, &(token as i32).to_le_bytes())?;
         let io = |name: &str, t: &Tensor| (name.to_string(), t.clone());
         let now = (self.pos % 2) as usize;
@@ -679,30 +697,98 @@ impl<'w> Moe<'w> {
         Ok(logits)
     }
 
-    /// The fused mode's token (inputs written by `step`): one dispatch, one read back.
-    fn fused_step(&mut self, now: usize) -> Result<Vec<f32>> {
-        let (c, t) = (&self.c, &self.t);
+    /// The token graph's inputs and outputs for a step at a position of parity `now`, reading its
+    /// token from `token` and writing the next one to `next`.
+    fn fused_bindings(&self, now: usize, token: &Tensor, next: &Tensor) -> (Vec<(String, Tensor)>, Vec<(String, Tensor)>) {
+        let t = &self.t;
         let io = |name: String, t: &Tensor| (name, t.clone());
         let mut inputs = vec![
-            io("token".into(), &t.token),
+            io("token".into(), token),
             io("cos".into(), &t.cos),
             io("sin".into(), &t.sin),
             io("mask".into(), &t.mask),
             io("onehot".into(), &t.onehot),
             io("keep".into(), &t.keep),
         ];
-        let mut outputs = vec![io("out".into(), &t.out)];
-        for l in 0..c.n_layers as usize {
+        let mut outputs = vec![io("out".into(), &t.out), io("next".into(), next)];
+        for l in 0..self.c.n_layers as usize {
             inputs.push(io(format!("keys.{l}"), &t.keys[l][now]));
             inputs.push(io(format!("values.{l}"), &t.values[l][now]));
             outputs.push(io(format!("keys.{l}"), &t.keys[l][1 - now]));
             outputs.push(io(format!("values.{l}"), &t.values[l][1 - now]));
         }
+        (inputs, outputs)
+    }
+
+    /// The fused mode's token (inputs written by `step`): one dispatch, one read back.
+    fn fused_step(&mut self, now: usize) -> Result<Vec<f32>> {
+        let (inputs, outputs) = self.fused_bindings(now, &self.t.token, &self.t.next[0]);
         self.ctx.dispatch(&self.final_graph, &inputs, &outputs)?;
-        let out = floats(&pollster::block_on(self.ctx.read_tensor(&t.out))?);
-        self.stats.expert_uses += (c.n_layers * c.top_k) as u64;
+        let out = floats(&pollster::block_on(self.ctx.read_tensor(&self.t.out))?);
+        self.stats.expert_uses += (self.c.n_layers * self.c.top_k) as u64;
         self.pos += 1;
-        Ok(out[..c.vocab as usize].to_vec())
+        Ok(out[..self.c.vocab as usize].to_vec())
+    }
+
+    /// Greedy decoding in the fused mode: feeds the prompt `ids`, then generates `count` tokens,
+    /// each step taking the token the step before picked on the GPU (its "next" output) as its
+    /// input, so that steps are issued without waiting for their reads (up to `ahead` in flight;
+    /// each read's copy is issued at once, in order with the dispatches). Returns the tokens, the
+    /// logits of the prompt's last position, and the seconds from the first generated token to
+    /// the last (what `step()` takes for `count - 1` tokens).
+    pub fn decode_greedy(&mut self, ids: &[u32], count: usize, ahead: usize) -> Result<Decoded> {
+        let c = self.c.clone();
+        if self.mode != Mode::Fused {
+            return Err(Error::Type("decode_greedy: the fused mode picks tokens on the GPU".into()));
+        }
+        if self.pos as usize + ids.len() > c.max_seq as usize {
+            return Err(Error::Type(format!("sequence longer than max_seq {}", c.max_seq)));
+        }
+        if let Some(&t) = ids.iter().find(|&&t| t >= c.vocab) {
+            return Err(Error::Type(format!("token {t} is outside the vocabulary of {}", c.vocab)));
+        }
+        let mut decoded = Decoded { tokens: Vec::new(), first_logits: Vec::new(), seconds: 0.0 };
+        if ids.is_empty() || count == 0 {
+            return Ok(decoded);
+        }
+        let steps = (ids.len() + count - 1).min((c.max_seq - self.pos) as usize);
+        let vocab = c.vocab as usize;
+        let mut reads = std::collections::VecDeque::new();
+        let mut first = None;
+        let mut take = |bytes: Vec<u8>, decoded: &mut Decoded| {
+            let out = floats(&bytes);
+            decoded.tokens.push(out[vocab + (c.n_layers * c.top_k) as usize] as u32);
+            if first.is_none() {
+                first = Some(std::time::Instant::now());
+                decoded.first_logits = out[..vocab].to_vec();
+            }
+            decoded.seconds = first.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        };
+        for s in 0..steps {
+            self.write_position()?;
+            let token = if s < ids.len() {
+                self.ctx.write_tensor(&self.t.token, &(ids[s] as i32).to_le_bytes())?;
+                self.t.token.clone()
+            } else {
+                self.t.next[(s + 1) % 2].clone()
+            };
+            let (inputs, outputs) = self.fused_bindings((self.pos % 2) as usize, &token, &self.t.next[s % 2]);
+            self.ctx.dispatch(&self.final_graph, &inputs, &outputs)?;
+            self.stats.expert_uses += (c.n_layers * c.top_k) as u64;
+            self.pos += 1;
+            if s + 1 >= ids.len() {
+                reads.push_back(self.ctx.read_tensor(&self.t.out));
+            }
+            if reads.len() >= ahead.max(1) {
+                if let Some(read) = reads.pop_front() {
+                    take(pollster::block_on(read)?, &mut decoded);
+                }
+            }
+        }
+        while let Some(read) = reads.pop_front() {
+            take(pollster::block_on(read)?, &mut decoded);
+        }
+        Ok(decoded)
     }
 
     /// What one expert use costs outside the token loop, in seconds (median of `reps`), each
@@ -837,7 +923,8 @@ impl Shared {
             onehot: tensor(f, &[1, s], false, true)?,
             keep: tensor(f, &[1, s], false, true)?,
             logits: tensor(f, &[1, c.vocab], true, false)?,
-            out: tensor(f, &[1, c.vocab + c.n_layers * c.top_k], true, false)?,
+            out: tensor(f, &[1, c.vocab + c.n_layers * c.top_k + 1], true, false)?,
+            next: [tensor(DataType::Int32, &[1], false, false)?, tensor(DataType::Int32, &[1], false, false)?],
             keys,
             values,
         };
@@ -1049,8 +1136,9 @@ impl G<'_> {
 }
 
 /// The fused mode's one graph a token: every layer's attention and routed experts, then the final
-/// logits, with the chosen experts appended: output "out" is [1, vocab + n_layers * top_k] (the
-/// indices as float32, exact), so a token needs one dispatch and one read back.
+/// logits, with the chosen experts and the greedy next token appended: output "out" is
+/// [1, vocab + n_layers * top_k + 1] (the indices as float32, exact), so a token needs one
+/// dispatch and one read back; output "next" is that token as the next step's int32 input.
 fn build_token_graph(ctx: &Context, c: &Config, weights: &Weights) -> Result<Graph> {
     let mut g = G::new(ctx, Constants::File(weights))?;
     let layers: Vec<u32> = (0..c.n_layers).collect();
@@ -1071,8 +1159,14 @@ fn build_token_graph(ctx: &Context, c: &Config, weights: &Weights) -> Result<Gra
     let routes = g.reshape(routes, &[1, c.n_layers * c.top_k])?;
     let routes = g.b.operator1(Op::Cast { data_type: DataType::Float32 }, &[routes], "")?;
     let logits = g.lm_head(c, x)?;
-    let out = g.b.operator1(Op::Concat { axis: 1 }, &[logits, routes], "")?;
+    // Greedy: ties go to the lowest index, as argmax() and torch.argmax.
+    let arg_max = ArgMinMaxOptions { axis: 1, keep_dimensions: false, output_data_type: DataType::Int32 };
+    let next = g.b.operator1(Op::ArgMinMax(ArgKind::Max, arg_max), &[logits], "")?;
+    let next_float = g.reshape(next, &[1, 1])?;
+    let next_float = g.b.operator1(Op::Cast { data_type: DataType::Float32 }, &[next_float], "")?;
+    let out = g.b.operator1(Op::Concat { axis: 1 }, &[logits, routes, next_float], "")?;
     outputs.push(("out".to_string(), out));
+    outputs.push(("next".to_string(), next));
     let named: Vec<(&str, Operand)> = outputs.iter().map(|(n, o)| (n.as_str(), *o)).collect();
     g.build(&named)
 }

@@ -272,22 +272,39 @@ async function generate(prompt, tokens, { collectLogits = false } = {}) {
   try {
     await model.reset();
     const t0 = performance.now();
-    let logits;
-    for (const t of ids) logits = await model.step(t);
-    const t1 = performance.now();
-    for (let i = 0; i < tokens && !state.stop; i++) {
+    let t1;
+    let drawn = 0;
+    // Each token shown as it comes; the grid and the memory bar at most every 50 ms (they cost
+    // more than a fused token's GPU time), and after the last token.
+    const show = (t, logits) => {
+      t1 ??= performance.now();
       if (collectLogits) allLogits.push(Array.from(logits));
-      const t = argmax(logits);
       out.push(t);
       textNode.textContent = decodeBytes(out);
       const seconds = (performance.now() - t1) / 1000;
-      $("tps").textContent = `${(out.length / seconds).toFixed(1)} tok/s`;
+      $("tps").textContent = seconds > 0 ? `${(out.length / seconds).toFixed(1)} tok/s` : "";
       $("count").textContent = String(out.length);
-      draw();
-      if (i + 1 < tokens && model.pos < state.config.max_seq) logits = await model.step(t);
-      else break;
+      if (performance.now() - drawn > 50) {
+        draw();
+        drawn = performance.now();
+      }
+      return !state.stop;
+    };
+    if (model.mode === "fused") {
+      // The GPU picks each token and the next step starts from it: steps run ahead of reads.
+      // ?ahead=N: steps in flight (1 waits for each read before the next dispatch).
+      await model.decodeGreedy(ids, tokens, show, params.has("ahead") ? { ahead: Number(params.get("ahead")) } : {});
+    } else {
+      let logits;
+      for (const t of ids) logits = await model.step(t);
+      for (let i = 0; i < tokens; i++) {
+        const t = argmax(logits);
+        if (!show(t, logits) || i + 1 === tokens || model.pos >= state.config.max_seq) break;
+        logits = await model.step(t);
+      }
     }
     const decodeSeconds = (performance.now() - t1) / 1000;
+    draw();
     const result = {
       ids: out, text: decodeBytes(out), logits: allLogits, prefillSeconds: (t1 - t0) / 1000, decodeSeconds,
       tokensPerSecond: out.length / decodeSeconds, stats: model.stats(),

@@ -25,7 +25,9 @@
 //   their weights (softmax over the two logits) and gathers the chosen experts' weights from
 //   per-layer stacks [n_experts, out, in] built from the file's bytes (routedExperts()). A token
 //   is one dispatch and one read back, where the other modes read every layer's router logits
-//   back to choose which expert graphs to dispatch: the way to decode when all experts fit.
+//   back to choose which expert graphs to dispatch: the way to decode when all experts fit. The
+//   graph also picks the next token (argMax of the logits), which the next token's dispatch
+//   takes as its input on the GPU, so decodeGreedy() dispatches steps ahead of their reads.
 // - "lru": the context's memoryBudget = non-expert bytes + fraction x expert bytes; the runtime
 //   evicts the least recently dispatched graphs (docs/EXTENSIONS.md's budget). Evicted experts go to
 //   the "disk" tier: a miss re-reads the expert from the file.
@@ -310,8 +312,11 @@ export class WebnnMoe {
       onehot: await tensor([1, S], { writable: true }),
       keep: await tensor([1, S], { writable: true }),
       logits: await tensor([1, c.vocab], { readable: true }),
-      // The fused mode's output: the logits, then the chosen experts of every layer.
-      out: this.mode === "fused" ? await tensor([1, c.vocab + c.n_layers * c.top_k], { readable: true }) : null,
+      // The fused mode's output: the logits, the chosen experts of every layer, the next token.
+      out: this.mode === "fused" ? await tensor([1, c.vocab + c.n_layers * c.top_k + 1], { readable: true }) : null,
+      // The fused mode's next token (argMax of the logits), one step's output and the next one's
+      // input, in turn.
+      next: this.mode === "fused" ? [await tensor([1], {}, "int32"), await tensor([1], {}, "int32")] : null,
       keys: [],
       values: [],
     };
@@ -340,7 +345,7 @@ export class WebnnMoe {
       progress();
     }
     if (this.mode === "fused") {
-      this.token = await this.graph("token", () => this.buildTokenGraph());
+      this.token = await this.graph("decode", () => this.buildTokenGraph());
       progress();
     }
 
@@ -475,8 +480,9 @@ export class WebnnMoe {
 
   /**
    * The fused mode's one graph a token: every layer's attention and routed experts, then the
-   * final logits, with the chosen experts appended: output "out" is [1, vocab + n_layers * top_k]
-   * (the indices as float32, exact), so that a token needs one dispatch and one read back.
+   * final logits, with the chosen experts and the greedy next token appended: output "out" is
+   * [1, vocab + n_layers * top_k + 1] (the indices as float32, exact), so that a token needs one
+   * dispatch and one read back; output "next" is that token as the next step's int32 input.
    */
   async buildTokenGraph() {
     const c = this.c;
@@ -501,7 +507,10 @@ export class WebnnMoe {
       chosen.push(routed.chosen);
     }
     const routes = b.cast(b.reshape(b.concat(chosen, 0), [1, c.n_layers * c.top_k]), "float32");
-    outputs.out = b.concat([await this.lmHead(g, x), routes], 1);
+    const logits = await this.lmHead(g, x);
+    // Greedy: ties go to the lowest index, as argmax() in model.js and torch.argmax.
+    outputs.next = b.argMax(logits, 1);
+    outputs.out = b.concat([logits, routes, b.cast(b.reshape(outputs.next, [1, 1]), "float32")], 1);
     const graph = await b.build(outputs);
     if (read && this.streamed) this.file = null; // the bytes are in the graph's constants now
     return graph;
@@ -556,14 +565,12 @@ export class WebnnMoe {
     }
   }
 
-  /** Feeds one token at this.pos; resolves to its logits (Float32Array [vocab]). */
-  async step(token) {
-    const c = this.c;
+  /** Writes the step inputs of position this.pos: the RoPE rows and the attention's masks. */
+  writePosition() {
     const ctx = this.context;
-    const S = c.max_seq;
-    if (this.pos >= S) throw new RangeError(`sequence longer than max_seq ${S}`);
     const T = this.t;
-    const { cos, sin } = ropeInputs(c, this.pos);
+    const S = this.c.max_seq;
+    const { cos, sin } = ropeInputs(this.c, this.pos);
     const mask = new Float32Array(S).fill(MASKED);
     mask.fill(0, 0, this.pos + 1);
     const onehot = new Float32Array(S);
@@ -573,7 +580,17 @@ export class WebnnMoe {
     ctx.writeTensor(T.mask, mask);
     ctx.writeTensor(T.onehot, onehot);
     ctx.writeTensor(T.keep, onehot.map((v) => 1 - v));
+  }
+
+  /** Feeds one token at this.pos; resolves to its logits (Float32Array [vocab]). */
+  async step(token) {
+    const c = this.c;
+    const ctx = this.context;
+    const S = c.max_seq;
+    if (this.pos >= S) throw new RangeError(`sequence longer than max_seq ${S}`);
+    const T = this.t;
     if (!Number.isInteger(token) || token < 0 || token >= c.vocab) throw new RangeError(`token ${token} is not in 0..${c.vocab - 1}`);
+    this.writePosition();
     ctx.writeTensor(T.token, new Int32Array([token]));
     if (this.mode === "fused") return this.fusedStep();
     let cur = 0; // T.x[cur] holds the residual stream
@@ -622,23 +639,30 @@ export class WebnnMoe {
     return out;
   }
 
-  /** The fused mode's token: one dispatch, one read back (the inputs are written by step()). */
-  async fusedStep() {
-    const c = this.c;
+  /**
+   * The token graph's inputs and outputs for a step at a position of parity `now`, reading its
+   * token from `token` and writing the next one to `next`.
+   */
+  fusedBindings(now, token, next) {
     const T = this.t;
-    const now = this.pos % 2;
-    const inputs = { token: T.token, cos: T.cos, sin: T.sin, mask: T.mask, onehot: T.onehot, keep: T.keep };
-    const outputs = { out: T.out };
-    for (let l = 0; l < c.n_layers; l++) {
+    const inputs = { token, cos: T.cos, sin: T.sin, mask: T.mask, onehot: T.onehot, keep: T.keep };
+    const outputs = { out: T.out, next };
+    for (let l = 0; l < this.c.n_layers; l++) {
       inputs[`keys.${l}`] = T.keys[l][now];
       inputs[`values.${l}`] = T.values[l][now];
       outputs[`keys.${l}`] = T.keys[l][1 - now];
       outputs[`values.${l}`] = T.values[l][1 - now];
     }
-    this.countMiss(this.token);
-    this.context.dispatch(this.token, inputs, outputs);
-    const out = new Float32Array(await this.context.readTensor(T.out));
-    // The chosen experts, for the page's grid (their weights stay on the GPU).
+    return { inputs, outputs };
+  }
+
+  /**
+   * A fused step's output read back: its logits, and the chosen experts counted for the page's
+   * grid (their weights stay on the GPU); `next` is the greedy next token the GPU picked.
+   */
+  fusedResult(bytes) {
+    const c = this.c;
+    const out = new Float32Array(bytes);
     this.lastRoutes = [];
     for (let l = 0; l < c.n_layers; l++) {
       const routes = [];
@@ -652,8 +676,71 @@ export class WebnnMoe {
       }
       this.lastRoutes.push(routes);
     }
+    return { logits: out.subarray(0, c.vocab), next: out[c.vocab + c.n_layers * c.top_k] };
+  }
+
+  /** The fused mode's token: one dispatch, one read back (the inputs are written by step()). */
+  async fusedStep() {
+    const { inputs, outputs } = this.fusedBindings(this.pos % 2, this.t.token, this.t.next[0]);
+    this.countMiss(this.token);
+    this.context.dispatch(this.token, inputs, outputs);
+    this.lastToken = this.t.token;
+    const { logits } = this.fusedResult(await this.context.readTensor(this.t.out));
     this.pos += 1;
-    return out.subarray(0, c.vocab);
+    return logits;
+  }
+
+  /**
+   * Greedy decoding (the fused mode): feeds the prompt `ids`, then generates `count` tokens, each
+   * step taking the token the step before picked on the GPU (its "next" output) as its input,
+   * so that steps are dispatched without waiting for their reads: up to `ahead` of them are in
+   * flight, and a token costs the GPU's time for its graph rather than a round trip.
+   * onToken(id, logits) sees each generated token in order; when it returns false, decoding
+   * stops (steps dispatched already run, unread). Resolves to the generated ids.
+   */
+  async decodeGreedy(ids, count, onToken, { ahead = 4 } = {}) {
+    const c = this.c;
+    const T = this.t;
+    const ctx = this.context;
+    if (this.mode !== "fused") throw new TypeError("decodeGreedy: the fused mode picks tokens on the GPU; use step()");
+    for (const t of ids) {
+      if (!Number.isInteger(t) || t < 0 || t >= c.vocab) throw new RangeError(`token ${t} is not in 0..${c.vocab - 1}`);
+    }
+    if (this.pos + ids.length > c.max_seq) throw new RangeError(`sequence longer than max_seq ${c.max_seq}`);
+    if (ids.length === 0 || count < 1) return [];
+    // The last generated token is not fed; the cache holds max_seq positions.
+    const steps = Math.min(ids.length + count - 1, c.max_seq - this.pos);
+    const reads = [];
+    const generated = [];
+    let stopped = false;
+    const take = async () => {
+      const { logits, next } = this.fusedResult(await reads.shift());
+      generated.push(next);
+      if (onToken?.(next, logits) === false) stopped = true;
+    };
+    try {
+      for (let s = 0; s < steps && !stopped; s++) {
+        this.writePosition();
+        let token = T.next[(s + 1) % 2];
+        if (s < ids.length) {
+          token = T.token;
+          ctx.writeTensor(T.token, new Int32Array([ids[s]]));
+        }
+        const { inputs, outputs } = this.fusedBindings(this.pos % 2, token, T.next[s % 2]);
+        this.countMiss(this.token);
+        ctx.dispatch(this.token, inputs, outputs);
+        this.lastToken = token;
+        this.pos += 1;
+        // Reads are queued in order with the dispatches, so each sees its own step's output.
+        if (s >= ids.length - 1) reads.push(ctx.readTensor(T.out));
+        if (reads.length >= ahead) await take();
+      }
+      while (reads.length && !stopped) await take();
+      // A sequence at max_seq ends with the token its last position picked.
+    } finally {
+      for (const r of reads) r.catch(() => {});
+    }
+    return generated;
   }
 
   /**
@@ -664,17 +751,10 @@ export class WebnnMoe {
    */
   async timeFusedDispatches(n) {
     if (this.mode !== "fused" || this.pos === 0) throw new Error("timeFusedDispatches: a fused model after a step");
-    const c = this.c;
     const T = this.t;
-    const last = (this.pos - 1) % 2;
-    const inputs = { token: T.token, cos: T.cos, sin: T.sin, mask: T.mask, onehot: T.onehot, keep: T.keep };
-    const outputs = { out: T.out };
-    for (let l = 0; l < c.n_layers; l++) {
-      inputs[`keys.${l}`] = T.keys[l][last];
-      inputs[`values.${l}`] = T.values[l][last];
-      outputs[`keys.${l}`] = T.keys[l][1 - last];
-      outputs[`values.${l}`] = T.values[l][1 - last];
-    }
+    // The last step's token tensor, and a `next` it did not read.
+    const next = T.next.find((t) => t !== this.lastToken);
+    const { inputs, outputs } = this.fusedBindings((this.pos - 1) % 2, this.lastToken, next);
     const t0 = performance.now();
     for (let i = 0; i < n; i++) this.context.dispatch(this.token, inputs, outputs);
     await this.context.readTensor(T.out);
