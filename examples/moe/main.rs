@@ -12,6 +12,7 @@
 //! (on a shared machine), and every run must reproduce the reference.
 //! --widen gpu|cpu|auto: where the loader widens float16 to float32 (auto: on the GPU unless
 //! the adapter is a CPU such as llvmpipe).
+//! --ahead N: the fused mode's steps issued before their reads (default 4; 1 waits for each).
 //! --mode / --budget take comma-separated lists. Exit status 1 when a token differs.
 
 mod model;
@@ -22,7 +23,7 @@ use std::time::Instant;
 use model::{argmax, read_reference, relative_error, Config, Mode, Moe, Weights};
 use webnn_wgpu::{Error, Result};
 
-/// Fused steps in flight ahead of their reads (the page's decodeGreedy takes the same).
+/// Fused steps in flight ahead of their reads, by default (the page's decodeGreedy takes the same).
 const FUSED_AHEAD: usize = 4;
 
 struct Args {
@@ -30,16 +31,18 @@ struct Args {
     widen_on_gpu: Option<bool>,
     tokens: usize,
     repeat: usize,
+    /// The fused mode's steps in flight (1: each read waited for before the next step).
+    ahead: usize,
     runs: Vec<(Mode, f64)>,
 }
 
 fn parse_args() -> Result<Args> {
     let mut dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/www/models/moe"));
-    let (mut tokens, mut sweep, mut widen_on_gpu, mut repeat) = (32usize, false, None, 1usize);
+    let (mut tokens, mut sweep, mut widen_on_gpu, mut repeat, mut ahead) = (32usize, false, None, 1usize, FUSED_AHEAD);
     let (mut modes, mut budgets) = (vec![Mode::Lru], vec![0.25]);
     let mut it = std::env::args().skip(1);
     let usage = |what: &str| {
-        Error::Type(format!("{what}; usage: moe [--sweep] [--tokens N] [--mode M,..] [--budget F,..] [--dir D] [--widen gpu|cpu|auto] [--repeat N]"))
+        Error::Type(format!("{what}; usage: moe [--sweep] [--tokens N] [--mode M,..] [--budget F,..] [--dir D] [--widen gpu|cpu|auto] [--repeat N] [--ahead N]"))
     };
     while let Some(arg) = it.next() {
         let mut value = || it.next().ok_or_else(|| usage(&format!("{arg} needs a value")));
@@ -48,6 +51,9 @@ fn parse_args() -> Result<Args> {
             "--tokens" => tokens = value()?.parse().map_err(|_| usage("--tokens is a count"))?,
             "--repeat" => {
                 repeat = value()?.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage("--repeat is a positive count"))?
+            }
+            "--ahead" => {
+                ahead = value()?.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage("--ahead is a positive count"))?
             }
             "--mode" => modes = value()?.split(',').map(Mode::from_name).collect::<Result<_>>()?,
             "--budget" => {
@@ -80,7 +86,7 @@ fn parse_args() -> Result<Args> {
             _ => runs.extend(budgets.iter().map(|&b| (mode, b))),
         }
     }
-    Ok(Args { dir, widen_on_gpu, tokens, repeat, runs })
+    Ok(Args { dir, widen_on_gpu, tokens, repeat, ahead, runs })
 }
 
 struct Row {
@@ -128,7 +134,7 @@ fn run() -> Result<()> {
             let n = args.tokens.min(p.greedy_tokens.len()).min((config.max_seq as usize).saturating_sub(p.ids.len()));
             let (out, error) = if mode == Mode::Fused && n > 0 {
                 // The GPU picks each token and the next step starts from it: steps run ahead of reads.
-                let d = m.decode_greedy(&p.ids, n, FUSED_AHEAD)?;
+                let d = m.decode_greedy(&p.ids, n, args.ahead)?;
                 seconds += d.seconds;
                 (d.tokens, relative_error(&d.first_logits, &p.last_logits))
             } else {
