@@ -1,6 +1,7 @@
 """Prints the tables of bench/gpu.html runs (the results.jsonl of bench/gpu_machine.sh): per build
 tag, the kernel shapes with ours beside tfjs-webgpu, onnxruntime-web's WebGPU EP and a plain WGSL
-kernel (ms per product including the final read back; a '!' marks a failed check), the WGSL lab's
+kernel (ms per product: the steady time a run where measured, then in brackets the time of the
+timed runs including their final read back; a '!' marks a failed check), the WGSL lab's
 kernels (examples/wgsl_lab.rs), the MoE
 tokens/s per memory mode, and the small-tensor round trips; with SMI.csv (gpu_machine.sh's
 nvidia-smi samples), the median SM clock during each timed window.
@@ -16,10 +17,18 @@ DIMS.update({f'{name}h': dims for name, dims in DIMS.items()})  # the float16 sh
 IMPLS = ['ours', 'tfjs', 'ort', 'wgsl']
 
 
+def steady(r):
+    """A result's steady ms a run (slopeMs, the final read's latency left out) when measured,
+    else its ms over the timed runs and their read."""
+    return r.get('slopeMs', r.get('ms')) if r else None
+
+
 def cell(r):
+    """The steady ms, with the ms of the runs and their read in brackets when both exist."""
     if not r or 'ms' not in r:
         return 'error' if r else ''
-    return f"{r['ms']:.3f}" + ('' if r.get('check', {}).get('ok') else ' !')
+    both = f"{r['slopeMs']:.3f} ({r['ms']:.3f})" if 'slopeMs' in r else f"{r['ms']:.3f}"
+    return both + ('' if r.get('check', {}).get('ok') else ' !')
 
 
 def rate(shape, ms):
@@ -55,8 +64,8 @@ for run in runs:
     print('| shape | ours ms | ours rate | tfjs | ort | wgsl | best peer / ours | SM MHz: ours, tfjs, ort, wgsl |')
     print('|---|---:|---:|---:|---:|---:|---:|---|')
     for shape, c in run['cells'].items():
-        ours = c.get('ours', {}).get('ms')
-        peers = [c[i]['ms'] for i in ('tfjs', 'ort') if 'ms' in c.get(i, {})]
+        ours = steady(c.get('ours'))
+        peers = [steady(c[i]) for i in ('tfjs', 'ort') if 'ms' in c.get(i, {})]
         ratio = f'{min(peers) / ours:.2f}' if ours and peers else ''
         print(f"| {shape} | {cell(c.get('ours'))} | {rate(shape, ours) if ours else ''} | "
               f"{cell(c.get('tfjs'))} | {cell(c.get('ort'))} | {cell(c.get('wgsl'))} | {ratio} | "
@@ -78,5 +87,5 @@ for run in runs:
         print('\n| lab shape | variant | ms | rate | SM MHz |')
         print('|---|---|---:|---:|---:|')
         for r in run['lab']:
-            speed = '' if 'ms' not in r else f"{r['flops'] / (r['ms'] * 1e9):.1f} TFLOP/s" if r.get('flops') else rate(r['shape'], r['ms'])
+            speed = '' if 'ms' not in r else f"{r['flops'] / (steady(r) * 1e9):.1f} TFLOP/s" if r.get('flops') else rate(r['shape'], steady(r))
             print(f"| {r['shape']} | {r['variant']} | {cell(r) if 'ms' in r else r.get('error')} | {speed} | {clock(r)} |")

@@ -225,38 +225,49 @@ export function check(name, out) {
 /**
  * Warm-up, then `iters` runs timed up to the end of the final read back. The first run compiles;
  * a second untimed one sizes `iters` to about `budgetMs` unless the first already exceeded it.
+ * With `slope`, also the steady time a run (`slopeMs`): batches of n and 2n runs, each ended by
+ * one read, three times; the median of (t(2n) - t(n)) / n leaves the read's latency out, which in
+ * Chromium on a GPU can exceed the runs themselves when n is small.
  */
 // `convert` (float16 words to numbers, for the check) runs after the clock stops: widening 16M
 // halves in JavaScript takes longer than the product it checks.
-export async function measure(step, finish, { budgetMs, maxIters, sustainMs = 0 }, convert = (out) => out) {
-  let t = performance.now();
-  await step();
-  await finish();
-  let one = performance.now() - t;
+export async function measure(step, finish, { budgetMs, maxIters, sustainMs = 0, slope = false }, convert = (out) => out) {
+  const batch = async (n) => {
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) await step();
+    const out = await finish();
+    return { ms: performance.now() - t0, out };
+  };
+  let one = (await batch(1)).ms;
   // Warm-up: wasm engines optimise hot functions after they have run for a while (each
   // library's alike), so short products run for up to 300 ms more before the timed runs.
   const warm = performance.now();
   for (let i = 0; i < 200 && one < budgetMs && performance.now() - warm < Math.min(300, budgetMs); i++) {
-    t = performance.now();
-    await step();
-    await finish();
-    one = performance.now() - t;
+    one = (await batch(1)).ms;
   }
-  const iters = Math.max(1, Math.min(maxIters, Math.round(budgetMs / one)));
+  let iters = Math.max(1, Math.min(maxIters, Math.round(budgetMs / one)));
+  if (slope) {
+    // Sized by the steady time a run, not by one run and its read.
+    const per = Math.max(((await batch(8)).ms - (await batch(4)).ms) / 4, 1e-3);
+    iters = Math.max(4, Math.min(8 * maxIters, Math.round(budgetMs / 3 / per)));
+  }
   // sustainMs: the GPU kept busy that long first (four runs a read), so that its clock has
-  // ramped up when the timed runs start: a GPU given short bursts between idle gaps stays at a
-  // fraction of its clock (an H100 in Chromium: 555-810 MHz against 1980 in native runs).
-  for (const until = performance.now() + sustainMs; performance.now() < until;) {
-    for (let i = 0; i < 4; i++) await step();
-    await finish();
-  }
+  // ramped up when the timed runs start.
+  for (const until = performance.now() + sustainMs; performance.now() < until;) await batch(4);
   // window: the timed runs in wall-clock ms, to match against GPU clock samples (nvidia-smi).
   const start = Date.now();
-  t = performance.now();
-  for (let i = 0; i < iters; i++) await step();
-  const out = await finish();
-  const ms = (performance.now() - t) / iters;
-  return { ms, iters, window: [start, Date.now()], out: convert(out) };
+  const timed = await batch(iters);
+  const result = { ms: timed.ms / iters, iters, out: convert(timed.out) };
+  if (slope) {
+    const slopes = [(((await batch(2 * iters)).ms) - timed.ms) / iters];
+    for (let i = 0; i < 2; i++) {
+      const n = (await batch(iters)).ms;
+      slopes.push(((await batch(2 * iters)).ms - n) / iters);
+    }
+    result.slopeMs = slopes.sort((a, b) => a - b)[1];
+  }
+  result.window = [start, Date.now()];
+  return result;
 }
 
 // ---- ours: navigator.ml (the polyfill installed from pkg/) ----
@@ -578,7 +589,7 @@ export async function cell(name, impl, opts) {
   try {
     const r = await IMPLS[impl](name, opts);
     const c = check(name, r.out);
-    return { ms: r.ms, iters: r.iters, window: r.window, backend: r.backend, check: c };
+    return { ms: r.ms, slopeMs: r.slopeMs, iters: r.iters, window: r.window, backend: r.backend, check: c };
   } catch (e) {
     return { error: `${e?.name ?? 'Error'}: ${e?.message ?? e}` };
   }

@@ -119,7 +119,7 @@ async function one(device, e, opts) {
   const values = (bytes) => (half ? Float32Array.from(new Uint16Array(bytes, 0, e.M * e.N), halfValue) : new Float32Array(bytes));
   try {
     const r = await measure(step, finish, opts, values);
-    const result = { ms: r.ms, iters: r.iters, window: r.window, check: probeCheck(e, d, r.out) ?? check(e.shape, r.out) };
+    const result = { ms: r.ms, slopeMs: r.slopeMs, iters: r.iters, window: r.window, check: probeCheck(e, d, r.out) ?? check(e.shape, r.out) };
     return e.flops ? { ...result, flops: e.flops } : result;
   } finally {
     Object.values(buffers).forEach((b) => b.destroy());
