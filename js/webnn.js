@@ -516,12 +516,16 @@ function trackPending(tensorSlot, promise) {
 
 // Chromium resolves a pending read when its GPU process next looks for finished GPU work: at once
 // when commands from the page arrive, otherwise on a timer of about 2.5 ms (measured on
-// SwiftShader and on an H100: a read of work that takes 0.5 ms waits ~3 ms). So while a read of a
-// context on a hardware adapter waits, an empty submission goes out every NUDGE_MS, for at most
-// NUDGE_FOR_MS (a long read loses little to the timer), polled on MessageChannel turns: timers
-// are coarser. Not on a software adapter, whose GPU work needs the CPU the polling would take.
+// SwiftShader and on an H100: a read of work that takes 0.5 ms waits ~3 ms), which grows while
+// work runs long (on an H100, a read behind 170 ms of products resolved about 57 ms after them).
+// So while a read of a context on a hardware adapter waits, an empty submission goes out every
+// NUDGE_MS for NUDGE_FOR_MS, polled on MessageChannel turns (timers are coarser), then every
+// NUDGE_LATE_MS on timers, up to NUDGE_UNTIL_MS (beyond it the timer's lag is a small share of
+// the wait). Not on a software adapter, whose GPU work needs the CPU the polling would take.
 const NUDGE_MS = 0.25;
 const NUDGE_FOR_MS = 20;
+const NUDGE_LATE_MS = 2;
+const NUDGE_UNTIL_MS = 10000;
 let turns = null;
 function nextTurn() {
   if (!turns) {
@@ -544,13 +548,15 @@ async function nudged(c, promise) {
   const done = promise.then(() => { settled = true; }, () => { settled = true; });
   const start = performance.now();
   // The read's own resolution ends the wait at once, not at the next turn.
-  for (let last = start; !settled; await Promise.race([done, nextTurn()])) {
+  for (let last = start; !settled;) {
     const now = performance.now();
-    if (now - start > NUDGE_FOR_MS) break;
-    if (now - last >= NUDGE_MS) {
+    if (now - start > NUDGE_UNTIL_MS) break;
+    const late = now - start > NUDGE_FOR_MS;
+    if (now - last >= (late ? NUDGE_LATE_MS : NUDGE_MS)) {
       queue.submit([]);
       last = now;
     }
+    await Promise.race([done, late ? new Promise((r) => setTimeout(r, NUDGE_LATE_MS)) : nextTurn()]);
   }
   return promise;
 }
