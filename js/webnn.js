@@ -1194,99 +1194,6 @@ function toCacheName(value, what) {
   return name;
 }
 
-// Where a download's bytes go in OPFS: positional writes of Blob pieces, then close() (or
-// abort()). A dedicated Worker writing through a FileSystemSyncAccessHandle (only Workers have
-// one) writes 2-3x faster than a createWritable() stream and off the page's thread; where a
-// Worker or the handle is not available (a CSP without blob: workers, older engines) the stream
-// serves. Neither leaves a file that openWeights(handle) takes for complete: the record decides.
-const SINK_WORKER = `
-let access = null;
-const pending = [];
-const fail = (e) => postMessage({ failed: { name: e.name, message: e.message } });
-onmessage = async ({ data }) => {
-  try {
-    if (data.handle) {
-      access = await data.handle.createSyncAccessHandle();
-      access.truncate(0);
-    } else if (data.blob) {
-      pending.push((async () => {
-        const bytes = new Uint8Array(await data.blob.arrayBuffer());
-        for (let done = 0; done < bytes.length;) {
-          const n = access.write(bytes.subarray(done), { at: data.at + done });
-          if (!(n > 0)) throw new DOMException('a write made no progress', 'QuotaExceededError');
-          done += n;
-        }
-      })().catch(fail));
-      return;
-    } else {
-      await Promise.all(pending);
-      if (data.close) access.flush();
-      access?.close();
-      access = null;
-    }
-    postMessage({ id: data.id });
-  } catch (e) {
-    postMessage({ id: data.id, error: { name: e.name, message: e.message } });
-  }
-};`;
-
-// onError(e) hears a failed write as soon as it fails; close() rejects after one too.
-async function openCacheSink(handle, onError) {
-  let worker;
-  try {
-    worker = new Worker(URL.createObjectURL(new Blob([SINK_WORKER], { type: 'text/javascript' })));
-  } catch {
-    worker = null;
-  }
-  if (worker) {
-    let next = 0;
-    const replies = new Map();
-    let failed = null;
-    worker.onmessage = ({ data }) => {
-      if (data.failed) {
-        failed ??= new DOMException(data.failed.message, data.failed.name);
-        onError(failed);
-        return;
-      }
-      const reply = replies.get(data.id);
-      replies.delete(data.id);
-      if (data.error) reply.reject(new DOMException(data.error.message, data.error.name));
-      else reply.resolve();
-    };
-    const ask = (message) => new Promise((resolve, reject) => {
-      const id = next++;
-      replies.set(id, { resolve, reject });
-      worker.postMessage({ ...message, id });
-    });
-    try {
-      await ask({ handle });
-      return {
-        write: (blob, at) => worker.postMessage({ blob, at }),
-        close: async () => {
-          try {
-            await ask({ close: true });
-            if (failed) throw failed;
-          } finally {
-            worker.terminate();
-          }
-        },
-        abort: async () => {
-          await ask({ abort: true }).catch(() => {});
-          worker.terminate();
-        },
-      };
-    } catch {
-      worker.terminate(); // no sync access handle here: the stream
-    }
-  }
-  const writer = (await handle.createWritable()).getWriter();
-  return {
-    write: (blob) => writer.write(blob).catch(onError),
-    close: () => writer.close(),
-    abort: () => writer.abort(),
-  };
-}
-
 // Reads `body` once into OPFS and into Blob pieces that WeightDownload's readers are served from.
 // Built by openWeights() after its synchronous checks (see WeightDownload.start).
 class WeightDownload {
@@ -1306,8 +1213,6 @@ class WeightDownload {
     this.error = null;
     this.file = null;
     this.reader = null;
-    this.sink = null;
-    this.writeError = null; // the first failed OPFS write
   }
 
   // Checks space, creates the OPFS file and starts reading `body`; resolves once the download
@@ -1327,7 +1232,7 @@ class WeightDownload {
       // the file is incomplete.
       await records.removeEntry(`${this.name}.json`).catch(() => {});
       this.handle = await this.directory.getFileHandle(this.name, { create: true });
-      this.sink = await openCacheSink(this.handle, (e) => { this.writeError ??= e; });
+      this.writer = (await this.handle.createWritable()).getWriter();
       this.records = records;
     } catch (e) {
       this.reader.cancel().catch(() => {});
@@ -1354,7 +1259,7 @@ class WeightDownload {
     this.starts = [];
     this.recent = [];
     this.reader.cancel().catch(() => {});
-    await this.sink.abort().catch(() => {});
+    await this.writer.abort().catch(() => {});
     await this.directory.removeEntry(this.name).catch(() => {});
     await this.records.removeEntry(`${this.name}.json`).catch(() => {});
   }
@@ -1362,14 +1267,15 @@ class WeightDownload {
   async run() {
     let chunks = [];
     let gathered = 0;
+    let writeError = null;
     let attempts = 0;
     const flush = () => {
-      if (this.writeError) throw this.writeError;
+      if (writeError) throw writeError;
       if (gathered === 0) return;
       const piece = new Blob(chunks);
-      // Not awaited: OPFS writes would hold the download and the GPU upload to the disk's pace.
-      // The queue holds Blob pieces, kept until the commit anyway.
-      this.sink.write(piece, this.available);
+      // Not awaited: OPFS writes (about 300 MB/s on the test VM) would hold the download and the
+      // GPU upload to the disk's pace. The queue holds Blob pieces, kept until the commit anyway.
+      this.writer.write(piece).catch((e) => { writeError ??= e; });
       this.pieces.push(piece);
       this.starts.push(this.available);
       this.recent.push({ start: this.available, chunks });
@@ -1417,9 +1323,8 @@ class WeightDownload {
         throw domException('NetworkError', `${this.name}: the download ended after ${this.received} of ${this.size} bytes`);
       }
       flush();
-      await this.sink.close();
+      await this.writer.close();
     } catch (e) {
-      const writeError = this.writeError;
       if (writeError?.name === 'QuotaExceededError' || e?.name === 'QuotaExceededError') {
         throw domException('QuotaExceededError', `${this.name}: caching the download needs ${this.size} bytes, `
           + `writing failed after ${this.available} bytes: ${(writeError ?? e).message}`);
