@@ -101,8 +101,8 @@ mod tests {
 
     /// A kernel with a WGSL error fails every time it is asked for, not only the first time.
     #[test]
-    fn invalid_kernel_is_an_error_every_time() {
-        let ctx = pollster::block_on(Context::new(ContextOptions::default())).expect("an adapter");
+    fn invalid_kernel_is_an_error_every_time() -> crate::error::Result<()> {
+        let ctx = pollster::block_on(Context::new(ContextOptions::default()))?;
         let source = "@group(0) @binding(0) var<storage, read_write> out: array<u32>;\n@compute @workgroup_size(1)\nfn main() { out[0] = undefined_name; }\n";
         for _ in 0..2 {
             let result = pollster::block_on(ctx.inner.pipelines.get(&ctx.inner.device, source, 0, 1));
@@ -114,5 +114,6 @@ mod tests {
         }
         assert_eq!(ctx.pipeline_count(), 0);
         assert!(ctx.take_uncaptured_error().is_none());
+        Ok(())
     }
 }
