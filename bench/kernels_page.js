@@ -231,7 +231,7 @@ export function check(name, out) {
  */
 // `convert` (float16 words to numbers, for the check) runs after the clock stops: widening 16M
 // halves in JavaScript takes longer than the product it checks.
-export async function measure(step, finish, { budgetMs, maxIters, sustainMs = 0, slope = false }, convert = (out) => out) {
+export async function measure(step, finish, { budgetMs, maxIters, slope = false }, convert = (out) => out) {
   const batch = async (n) => {
     const t0 = performance.now();
     for (let i = 0; i < n; i++) await step();
@@ -251,17 +251,14 @@ export async function measure(step, finish, { budgetMs, maxIters, sustainMs = 0,
     const per = Math.max(((await batch(8)).ms - (await batch(4)).ms) / 4, 1e-3);
     iters = Math.max(4, Math.min(8 * maxIters, Math.round(budgetMs / 3 / per)));
   }
-  // sustainMs: the GPU kept busy that long first (four runs a read), so that its clock has
-  // ramped up when the timed runs start.
-  for (const until = performance.now() + sustainMs; performance.now() < until;) await batch(4);
   // window: the timed runs in wall-clock ms, to match against GPU clock samples (nvidia-smi).
   const start = Date.now();
   const timed = await batch(iters);
   const result = { ms: timed.ms / iters, iters, out: convert(timed.out) };
   if (slope) {
-    const slopes = [(((await batch(2 * iters)).ms) - timed.ms) / iters];
-    for (let i = 0; i < 2; i++) {
-      const n = (await batch(iters)).ms;
+    const slopes = [];
+    for (let i = 0; i < 3; i++) {
+      const n = i === 0 ? timed.ms : (await batch(iters)).ms;
       slopes.push(((await batch(2 * iters)).ms - n) / iters);
     }
     result.slopeMs = slopes.sort((a, b) => a - b)[1];

@@ -736,7 +736,6 @@ export class WebnnMoe {
         if (reads.length >= ahead) await take();
       }
       while (reads.length && !stopped) await take();
-      // A sequence at max_seq ends with the token its last position picked.
     } finally {
       for (const r of reads) r.catch(() => {});
     }
