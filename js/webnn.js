@@ -518,10 +518,12 @@ function trackPending(tensorSlot, promise) {
 // when commands from the page arrive, otherwise on a timer of about 2.5 ms (measured on
 // SwiftShader and on an H100: a read of work that takes 0.5 ms waits ~3 ms), which grows while
 // work runs long (on an H100, a read behind 170 ms of products resolved about 57 ms after them).
-// So while a read of a context on a hardware adapter waits, an empty submission goes out every
-// NUDGE_MS for NUDGE_FOR_MS, polled on MessageChannel turns (timers are coarser), then every
-// NUDGE_LATE_MS on timers, up to NUDGE_UNTIL_MS (beyond it the timer's lag is a small share of
-// the wait). Not on a software adapter, whose GPU work needs the CPU the polling would take.
+// So while reads of a context on a hardware adapter wait, one loop a context (not one a read:
+// a decode with steps ahead has several reads waiting) sends an empty submission every NUDGE_MS,
+// polled on MessageChannel turns (timers are coarser), until the oldest waiting read has waited
+// NUDGE_FOR_MS, then every NUDGE_LATE_MS on timers, up to NUDGE_UNTIL_MS (beyond it the timer's
+// lag is a small share of the wait); none while the page's own calls sent commands within
+// NUDGE_MS. Not on a software adapter, whose GPU work needs the CPU the polling would take.
 const NUDGE_MS = 0.25;
 const NUDGE_FOR_MS = 20;
 const NUDGE_LATE_MS = 2;
@@ -537,28 +539,38 @@ function nextTurn() {
   return new Promise(turns);
 }
 
-// `c`: the context's slot, which keeps the queue to nudge (null for none) after the first read.
-async function nudged(c, promise) {
+// `c`: the context's slot, which keeps the queue to nudge (null for none) after the first read,
+// the start times of the reads waiting (`c.waiting`, oldest first) and when its calls last sent
+// commands (`c.sent`).
+function nudged(c, promise) {
   if (c.nudgeQueue === undefined) {
     c.nudgeQueue = (typeof MessageChannel === 'function' && c.handle.accelerated() && c.handle.gpuDevice()?.queue) || null;
+    c.waiting = [];
+    c.sent = 0;
   }
-  const queue = c.nudgeQueue;
-  if (!queue) return promise;
-  let settled = false;
-  const done = promise.then(() => { settled = true; }, () => { settled = true; });
-  const start = performance.now();
-  // The read's own resolution ends the wait at once, not at the next turn.
-  for (let last = start; !settled;) {
+  if (!c.nudgeQueue) return promise;
+  const read = { start: performance.now(), settled: false };
+  const settle = () => { read.settled = true; };
+  promise.then(settle, settle);
+  c.waiting.push(read);
+  // (A submission that throws, on a device being torn down, ends the nudging, not the read.)
+  if (c.waiting.length === 1) nudgeWhileWaiting(c).catch(() => { c.waiting = []; });
+  return promise;
+}
+
+async function nudgeWhileWaiting(c) {
+  let last = performance.now();
+  for (;;) {
     const now = performance.now();
-    if (now - start > NUDGE_UNTIL_MS) break;
-    const late = now - start > NUDGE_FOR_MS;
-    if (now - last >= (late ? NUDGE_LATE_MS : NUDGE_MS)) {
-      queue.submit([]);
+    while (c.waiting.length && (c.waiting[0].settled || now - c.waiting[0].start > NUDGE_UNTIL_MS)) c.waiting.shift();
+    if (!c.waiting.length) return;
+    const late = now - c.waiting[0].start > NUDGE_FOR_MS;
+    if (now - Math.max(last, c.sent) >= (late ? NUDGE_LATE_MS : NUDGE_MS)) {
+      c.nudgeQueue.submit([]);
       last = now;
     }
-    await Promise.race([done, late ? new Promise((r) => setTimeout(r, NUDGE_LATE_MS)) : nextTurn()]);
+    await (late ? new Promise((r) => setTimeout(r, NUDGE_LATE_MS)) : nextTurn());
   }
-  return promise;
 }
 
 function namedTensors(record, what) {
@@ -607,6 +619,7 @@ class MLContext {
       outs.map(([name]) => name),
       Float64Array.from(outs, ([, t]) => t.slot.id),
     );
+    c.sent = performance.now();
   }
 
   async createTensor(descriptor) {
@@ -658,6 +671,7 @@ class MLContext {
     if (!t.writable) throw new TypeError('writeTensor(): the MLTensor was not created writable');
     validateBuffer(inputData, bytes, t.descriptor, 'writeTensor(): inputData');
     c.handle.writeTensor(t.handle, bytes);
+    c.sent = performance.now();
   }
 
   opSupportLimits() {
