@@ -1,7 +1,8 @@
 //! One kernel text, two compilers: our matmul and GEMV kernels as generated for several shapes
-//! (tile shapes forced the way `WEBNN_WGPU_MATMUL_TILES` / `WEBNN_WGPU_GEMV` force them), timed
-//! natively through naga here and in Chromium through Dawn and Tint by `bench/lab_page.js`
-//! (`bench/gpu.html?lab=PATH`), so where the browser loses to native wgpu is found kernel by kernel.
+//! (tile shapes forced the way `WEBNN_WGPU_MATMUL_TILES`, `WEBNN_WGPU_MATMUL_SPLITS` and
+//! `WEBNN_WGPU_GEMV` force them), timed natively through naga here and in Chromium through Dawn
+//! and Tint by `bench/lab_page.js` (`bench/gpu.html?lab=PATH`), so where the browser loses to
+//! native wgpu is found kernel by kernel.
 //!
 //!   cargo run --release --example wgsl_lab -- write out/lab.json   # the kernels, as JSON
 //!   cargo run --release --example wgsl_lab -- run out/lab.json [mm1024,gemvh]  # each (of those
@@ -236,6 +237,22 @@ fn write(path: &str) {
                     all.push(entry_with(shape, format!("{variant}, probe: 1 of {} steps", t[4]), dims, lowered(m, k, n, half), &first_step_only, json!({"kStride": t[4]})));
                     all.push(entry(shape, format!("{variant}, A tile as scalars"), dims, lowered(m, k, n, half), &a_tile_scalars));
                 }
+            }
+            // K shared out over more workgroups where the largest tiles are too few.
+            if !half && m <= 2048 {
+                for t in [&TILES[0], &[8, 16, 8, 8, 16]] {
+                    std::env::set_var("WEBNN_WGPU_MATMUL_TILES", t.map(|v| v.to_string()).join(","));
+                    for splits in [2, 4, 8] {
+                        std::env::set_var("WEBNN_WGPU_MATMUL_SPLITS", splits.to_string());
+                        let variant = format!("tiles {}x{} threads, {}x{} each, bk {}, K split {splits} ways", t[0], t[1], t[2], t[3], t[4]);
+                        // (A split whose partial sums would be too large is not made.)
+                        let l = lowered(m, k, n, half);
+                        if matches!(&l, Lowering::Kernels { launches, .. } if launches.len() == 2) {
+                            all.push(entry(shape, variant, dims, l, &same));
+                        }
+                    }
+                }
+                std::env::remove_var("WEBNN_WGPU_MATMUL_SPLITS");
             }
             std::env::remove_var("WEBNN_WGPU_MATMUL_TILES");
         }

@@ -2,9 +2,9 @@
 //! the GPU tile shapes, GEMV splits and register-kernel blocks are forced through the
 //! benchmarking overrides (one test function, so the environment is not shared with concurrent
 //! tests). Shapes that divide the tiles (unchecked loads) and ones that do not, M = 1, N = 1,
-//! K = 1, broadcast batches, float16 with even and odd N, gemm transposes with `c`. The GPU GEMV
-//! and dot kernels run with their subgroup reduction (when the adapter has subgroups) and with
-//! `WEBNN_WGPU_SUBGROUPS=0` (workgroup memory only). Each variant also reads a B gathered from a
+//! K = 1, broadcast batches, K split over workgroups, float16 with even and odd N, gemm
+//! transposes with `c`. The GPU GEMV and dot kernels run with their subgroup reduction (when the
+//! adapter has subgroups) and with `WEBNN_WGPU_SUBGROUPS=0` (workgroup memory only). Each variant also reads a B gathered from a
 //! stack in place (matmul and gemm with bTranspose, as the MoE token graph applies its experts).
 #![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
@@ -15,6 +15,7 @@ use common::*;
 use product::check_product;
 use webnn_wgpu::graph::{DataType, OperandDescriptor};
 use webnn_wgpu::ops::matmul::GemmOptions;
+use webnn_wgpu::ops::wgsl::{DeviceTraits, LowerRequest, Lowering};
 use webnn_wgpu::ops::{HostTensor, Op};
 
 const MATMULS: &[(&[u32], &[u32])] = &[
@@ -32,6 +33,8 @@ const MATMULS: &[(&[u32], &[u32])] = &[
     // Decoding attention: probabilities x values (N = head_dim) and a narrow odd N.
     (&[2, 4, 256], &[2, 256, 32]),
     (&[3, 200], &[200, 6]),
+    // Whole 32x32 tiles with K to share out (the split-K kernel when forced), B broadcast.
+    (&[2, 64, 64], &[64, 64]),
 ];
 
 fn gemms(rng: &mut Rng, data_type: DataType) -> Vec<(GemmOptions, Vec<webnn_wgpu::ops::HostTensor>, u32)> {
@@ -99,9 +102,26 @@ fn gathered(ctx: &webnn_wgpu::backend::webgpu::Context, rng: &mut Rng, data_type
     }
 }
 
+/// The workgroups of each launch a float32 `[m, k] x [k, n]` lowers to on a large GPU.
+fn gpu_launches(m: u32, k: u32, n: u32) -> Vec<u64> {
+    let d = |s: Vec<u32>| OperandDescriptor::new(DataType::Float32, s);
+    let (a, b, out) = (d(vec![m, k]), d(vec![k, n]), d(vec![m, n]));
+    let device = DeviceTraits { cpu: false, workgroup_storage: 32768, invocations: 1024, subgroups: false };
+    let request = LowerRequest { inputs: vec![&a, &b], outputs: vec![&out], shader_f16: false, device };
+    match webnn_wgpu::ops::lower(&Op::Matmul, &request) {
+        Ok(Lowering::Kernels { launches, .. }) => launches.iter().map(|l| l.invocations / l.workgroup_size as u64).collect(),
+        _ => panic!("matmul {m}x{k}x{n} did not lower to kernels"),
+    }
+}
+
 #[test]
 fn every_kernel_variant_against_reference() {
     let mut rng = Rng::new(21);
+    // On a large GPU, 1024^3 makes 64 of the largest tiles: K is split 4 ways (256 workgroups)
+    // and a second launch adds the shares; 4096^3 makes enough tiles unsplit.
+    let split = gpu_launches(1024, 1024, 1024);
+    assert_eq!((split.len(), split[0]), (2, 256), "1024^3: {split:?}");
+    assert_eq!(gpu_launches(4096, 4096, 4096), vec![1024]);
     // The adapter's own choice first, then forced shapes.
     run_all(&mut rng);
     let ctx = context();
@@ -129,6 +149,16 @@ fn every_kernel_variant_against_reference() {
         }
     }
     std::env::remove_var("WEBNN_WGPU_SUBGROUPS");
+    // K split over workgroups, the partial sums added (and C, alpha, beta applied) by a second
+    // launch; products the tiles do not divide take the unsplit kernel.
+    std::env::remove_var("WEBNN_WGPU_GEMV");
+    for (tiles, splits) in [("8,8,4,4,16", "2"), ("8,8,4,4,16", "4"), ("16,16,4,4,16", "2"), ("16,16,8,8,16", "2")] {
+        std::env::set_var("WEBNN_WGPU_MATMUL_TILES", tiles);
+        std::env::set_var("WEBNN_WGPU_MATMUL_SPLITS", splits);
+        assert_eq!(gpu_launches(128, 64, 128).len(), 2, "tiles {tiles}, K split {splits} ways");
+        run_all(&mut rng);
+    }
+    std::env::remove_var("WEBNN_WGPU_MATMUL_SPLITS");
     // The register kernel (the default on CPU adapters), for matmul and M <= 8 alike.
     std::env::remove_var("WEBNN_WGPU_MATMUL_TILES");
     std::env::remove_var("WEBNN_WGPU_GEMV");

@@ -131,21 +131,6 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         if !two_pass {
             return Ok(Lowering::single(main));
         }
-        let count = self.out.element_count();
-        let partial = OperandDescriptor::new(DataType::Float32, vec![(count * splits as u64).min(u32::MAX as u64) as u32]);
-        let (finish_inputs, finish_reads) = self.finish_inputs();
-        let inputs: Vec<_> = std::iter::once(("s", &partial)).chain(finish_inputs).collect();
-        let mut sum = ElementwiseKernel {
-            inputs,
-            output: self.out,
-            helpers: self.helpers(),
-            body: format!(
-                "    var acc = 0.0;\n    for (var s = 0u; s < {splits}u; s++) {{ acc = acc + load_s(s * {count}u + i); }}\n\
-                 \x20   return finish(acc, (i / {n}u) % {m}u, i % {n}u);"
-            ),
-        }
-        .build()?;
-        sum.reads = std::iter::once(BufRef::Scratch(0)).chain(finish_reads).collect();
-        Ok(Lowering::Kernels { scratch: vec![crate::ops::wgsl::buffer_size(&partial)], launches: vec![main, sum] })
+        self.split_sum(main, splits)
     }
 }

@@ -9,7 +9,9 @@
 //! - tiled (`tiles.rs`; M, N >= 16), on a GPU: register-blocked tiles of A and B in workgroup
 //!   memory, loaded in quads (vec4 for aligned float32), each invocation accumulating a `tm x tn`
 //!   block in vec4 registers with the k-loop unrolled; no bounds checks when M, N, K divide the
-//!   tile. 128x128 tiles (8x8 per invocation) when they give enough workgroups, else 64x64.
+//!   tile. 128x128 tiles (8x8 per invocation) when they give enough workgroups; else, where the
+//!   tiles divide the product, the same tiles with K shared by several workgroups (partial sums
+//!   added by a second launch); else 64x64.
 //! - registers (`registers.rs`; M, N >= 16, and M <= 8 with B contiguous along N), on a CPU-
 //!   emulated adapter (SwiftShader, llvmpipe: a workgroup's invocations are SIMD lanes of a CPU
 //!   thread, barriers and workgroup memory are slow, caches are large): no workgroup memory, each
@@ -247,11 +249,18 @@ const BROWSER_LARGE_TILES: Tiles = Tiles::new(8, 16, 8, 8, 16);
 /// Products of at least this many such tiles take [`BROWSER_LARGE_TILES`] (2048^3 and up);
 /// smaller ones, whose browser timings did not favour it, choose from [`GPU_TILES`].
 const BROWSER_LARGE_MIN_GROUPS: u64 = 512;
-/// A kernel for the general (tiled) case.
+/// A kernel for the general (tiled) case: tiles with K split over this many workgroups, or
+/// register blocks.
 enum Kernel {
-    Tiles(Tiles),
+    Tiles(Tiles, u32),
     Regs(Regs),
 }
+
+/// Workgroups a split of K aims for (two per compute unit of a large GPU), each share at least
+/// `SPLIT_MIN_K` deep, the partial sums at most `SPLIT_MAX_SCRATCH` bytes.
+const SPLIT_GROUPS: u64 = 256;
+const SPLIT_MIN_K: u32 = 256;
+const SPLIT_MAX_SCRATCH: u64 = 64 << 20;
 
 /// The largest tile is taken when it still gives this many workgroups (a GPU has up to ~150
 /// compute units).
@@ -298,6 +307,7 @@ const CPU_GEMV_COLS: u32 = 8;
 const CPU_GEMV_THREADS: u32 = 16;
 
 /// Benchmarking override of the tile or GEMV shape (`WEBNN_WGPU_MATMUL_TILES=wx,wy,tm,tn,bk`,
+/// with `WEBNN_WGPU_MATMUL_SPLITS=s` K split `s` ways where the tiles divide the product,
 /// `WEBNN_WGPU_GEMV=wx,wk,splits`; the register kernel with `WEBNN_WGPU_MATMUL_REGS=wx,wy,tm,tn`,
 /// which also applies to M <= 8 when B is contiguous along N), so shapes can be tuned on a device
 /// without rebuilding, and every variant tested on any adapter.
@@ -451,7 +461,8 @@ impl Product<'_> {
             return Ok(Lowering::single(self.direct()?));
         }
         match self.choose_tiles() {
-            Kernel::Tiles(t) => self.packed(|ty, target| self.tiled(t, ty, target)),
+            Kernel::Tiles(t, 1) => self.packed(|ty, target| self.tiled(t, 1, ty, target)),
+            Kernel::Tiles(t, splits) => self.split_sum(self.tiled(t, splits, DataType::Float32, BufRef::Scratch(0))?, splits),
             Kernel::Regs(r) => self.packed(|ty, target| self.registers(r, ty, target)),
         }
     }
@@ -496,7 +507,8 @@ impl Product<'_> {
             if let [wx, wy, tm, tn, bk] = v[..] {
                 let t = Tiles::new(wx, wy, tm, tn, bk);
                 if t.fits(d) {
-                    return Kernel::Tiles(t);
+                    let forced = shape_override("WEBNN_WGPU_MATMUL_SPLITS").and_then(|v| v.first().copied()).unwrap_or(1);
+                    return Kernel::Tiles(t, if forced > 1 && self.splits_fit(&t, forced) { forced } else { 1 });
                 }
             }
         }
@@ -508,13 +520,53 @@ impl Product<'_> {
         }
         let groups = |t: &Tiles| self.m.div_ceil(t.bm()) as u64 * self.n.div_ceil(t.bn()) as u64 * self.batch_count();
         if cfg!(target_arch = "wasm32") && BROWSER_LARGE_TILES.fits(d) && groups(&BROWSER_LARGE_TILES) >= BROWSER_LARGE_MIN_GROUPS {
-            return Kernel::Tiles(BROWSER_LARGE_TILES);
+            return Kernel::Tiles(BROWSER_LARGE_TILES, 1);
         }
         let fitting: Vec<Tiles> = GPU_TILES.iter().copied().filter(|t| t.fits(d)).collect();
+        // Too few of the largest tiles for the GPU: K shared out among more of them, when that
+        // gives enough workgroups, rather than smaller tiles (less reuse of each load).
+        if let Some(&t) = fitting.first() {
+            let (tiles, mut splits) = (groups(&t), 1u32);
+            while tiles * (splits as u64) < SPLIT_GROUPS && self.k / (2 * splits) >= SPLIT_MIN_K && self.splits_fit(&t, 2 * splits) {
+                splits *= 2;
+            }
+            if tiles < GPU_MIN_GROUPS && tiles * splits as u64 >= GPU_MIN_GROUPS {
+                return Kernel::Tiles(t, splits);
+            }
+        }
         // WebGPU's minimum limits (256 invocations, 16 KiB) fit every listed shape; the register
         // kernel (64 invocations, no workgroup memory) would fit any device.
         let t = fitting.iter().copied().find(|t| groups(t) >= GPU_MIN_GROUPS).or(fitting.last().copied());
-        t.map_or(Kernel::Regs(CPU_REGS), Kernel::Tiles)
+        t.map_or(Kernel::Regs(CPU_REGS), |t| Kernel::Tiles(t, 1))
+    }
+
+    /// K can be split `splits` ways over tiles `t`: every tile whole (no bounds checks), every
+    /// share a whole number of k-steps, the partial sums within [`SPLIT_MAX_SCRATCH`].
+    fn splits_fit(&self, t: &Tiles, splits: u32) -> bool {
+        let scratch = self.out.element_count() * splits as u64 * 4;
+        self.m % t.bm() == 0 && self.n % t.bn() == 0 && self.k % (t.bk * splits) == 0 && scratch <= SPLIT_MAX_SCRATCH
+    }
+
+    /// `main` wrote `splits` partial sums of every output to scratch 0 (float32, one output's
+    /// worth after another); a second launch adds them and applies `finish`.
+    fn split_sum(&self, main: Launch, splits: u32) -> Result<Lowering> {
+        let (m, n) = (self.m, self.n);
+        let count = self.out.element_count();
+        let partial = OperandDescriptor::new(DataType::Float32, vec![(count * splits as u64).min(u32::MAX as u64) as u32]);
+        let (finish_inputs, finish_reads) = self.finish_inputs();
+        let inputs: Vec<_> = std::iter::once(("s", &partial)).chain(finish_inputs).collect();
+        let mut sum = ElementwiseKernel {
+            inputs,
+            output: self.out,
+            helpers: self.helpers(),
+            body: format!(
+                "    var acc = 0.0;\n    for (var s = 0u; s < {splits}u; s++) {{ acc = acc + load_s(s * {count}u + i); }}\n\
+                 \x20   return finish(acc, (i / {n}u) % {m}u, i % {n}u);"
+            ),
+        }
+        .build()?;
+        sum.reads = std::iter::once(BufRef::Scratch(0)).chain(finish_reads).collect();
+        Ok(Lowering::Kernels { scratch: vec![crate::ops::wgsl::buffer_size(&partial)], launches: vec![main, sum] })
     }
 
     /// Reduce through subgroup operations: the device has them, unless `WEBNN_WGPU_SUBGROUPS=0`

@@ -6,8 +6,10 @@ impl Product<'_> {
     /// Register-blocked tiles: each invocation accumulates `tm x tn` outputs in vec4 registers
     /// from `bk`-deep tiles of A and B that the workgroup loads in quads (vec4 for aligned
     /// float32) into workgroup memory, A transposed so an invocation reads its rows as vec4s.
-    /// When M, N and K are tile multiples no load or store is bounds-checked.
-    pub(super) fn tiled(&self, t: Tiles, out_type: DataType, target: BufRef) -> Result<Launch> {
+    /// When M, N and K are tile multiples no load or store is bounds-checked. With `splits` > 1
+    /// (whole tiles: [`Product::splits_fit`]) each tile's K is shared by that many workgroups,
+    /// each storing its partial sums unfinished, one output's worth after another.
+    pub(super) fn tiled(&self, t: Tiles, splits: u32, out_type: DataType, target: BufRef) -> Result<Launch> {
         let (m, n, k) = (self.m, self.n, self.k);
         let [a_stride_m, a_stride_k] = self.a_strides;
         let [b_stride_k, b_stride_n] = self.b_strides;
@@ -19,8 +21,9 @@ impl Product<'_> {
         let checked = m % bm != 0 || n % bn != 0 || k % bk != 0;
         let tiles_n = n.div_ceil(bn) as u64;
         let per_batch = m.div_ceil(bm) as u64 * tiles_n;
-        let groups = per_batch * self.batch_count();
+        let groups = per_batch * self.batch_count() * splits as u64;
         self.groups_fit(groups)?;
+        let kc = k / splits;
         let out_vec = out_type == DataType::Float32 && n % 4 == 0;
         let mut src = self.prologue([(true, a_al), (true, b_al)], out_type, out_vec)?;
 
@@ -80,6 +83,22 @@ impl Product<'_> {
             }
         });
         let (qm, qn) = (t.tm / 4, t.tn / 4);
+        let put = if splits > 1 { "store_part" } else { "store" };
+        // The split's share of K; its workgroups are the tile's neighbours.
+        let (split, gi, part, k_start, k_end) = if splits > 1 {
+            (
+                format!("    let split = g % {splits}u;\n    let gt = g / {splits}u;\n"),
+                "gt",
+                format!("split * {}u + ", self.out.element_count()),
+                format!("split * {kc}u"),
+                format!("split * {kc}u + {kc}u"),
+            )
+        } else {
+            (String::new(), "g", String::new(), "0u".into(), format!("{k}u"))
+        };
+        if splits > 1 {
+            src += &format!("fn store_part(c: vec4<f32>, row: u32, col: u32, o: u32) {{ out4[(o + row * {n}u + col) >> 2u] = c; }}\n");
+        }
         let mut acc = String::new();
         let mut compute = String::new();
         let mut store = String::new();
@@ -88,7 +107,7 @@ impl Product<'_> {
                 for j in 0..qn {
                     acc += &format!("    var c{i}_{r}_{j} = vec4<f32>(0.0);\n");
                     store += &format!(
-                        "    store(c{i}_{r}_{j}, m0 + ({}u + ty) * 4u + {r}u, n0 + ({}u + tx) * 4u, o);\n",
+                        "    {put}(c{i}_{r}_{j}, m0 + ({}u + ty) * 4u + {r}u, n0 + ({}u + tx) * 4u, o);\n",
                         i * t.wy,
                         j * t.wx
                     );
@@ -119,16 +138,16 @@ var<workgroup> sb: array<vec4<f32>, {sb_len}>;
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
     let g = wid.x + wid.y * nwg.x;
     if (g >= {groups}u) {{ return; }}
-    let batch = g / {per_batch}u;
-    let tile = g % {per_batch}u;
+{split}    let batch = {gi} / {per_batch}u;
+    let tile = {gi} % {per_batch}u;
     let m0 = (tile / {tiles_n}u) * {bm}u;
     let n0 = (tile % {tiles_n}u) * {bn}u;
     let ab = a_base(batch);
     let bb = b_base(batch);
-    let o = batch * {mn}u;
+    let o = {part}batch * {mn}u;
     let tx = lid % {wx}u;
     let ty = lid / {wx}u;
-{acc}    for (var k0 = 0u; k0 < {k}u; k0 += {bk}u) {{
+{acc}    for (var k0 = {k_start}; k0 < {k_end}; k0 += {bk}u) {{
 {load_a}{load_b}        workgroupBarrier();
 {compute}        workgroupBarrier();
     }}
