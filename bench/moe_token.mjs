@@ -56,6 +56,21 @@ try {
     if (frame.functionName === '(idle)') self.idle += dt;
     else if (frame.url.includes('/www/moe/')) self.page += dt;
   });
+  // Self time of the functions under MLContext.dispatch(), heaviest first: where a step's CPU
+  // time inside the call goes (wasm functions by name, the WebGPU calls as the browser's natives).
+  const parent = new Map();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const inDispatch = new Map();
+  profile.samples.forEach((id, i) => {
+    for (let a = id; a !== undefined; a = parent.get(a)) {
+      const f = byId.get(a).callFrame;
+      if (f.functionName === 'dispatch' && f.url.endsWith('webnn.js')) {
+        const name = byId.get(id).callFrame.functionName || '(anonymous)';
+        inDispatch.set(name, (inDispatch.get(name) ?? 0) + (profile.timeDeltas[i] ?? 0));
+        break;
+      }
+    }
+  });
   const perStep = (ms) => (ms / steps).toFixed(3);
   const ms = (us) => us / 1000;
   const rows = [
@@ -76,6 +91,8 @@ try {
   console.log(`\n## One MoE step in the page: ${args.mode}, ${args.backend} (ms a step unless said)\n`);
   console.log('| measure | value |\n|---|---:|');
   for (const [k, v] of rows) console.log(`| ${k} | ${v} |`);
+  console.log('\n| inside dispatch(): self time of | ms a step |\n|---|---:|');
+  for (const [name, us] of [...inDispatch].sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`| ${name} | ${perStep(ms(us))} |`);
   writeOut('moe_token.json', { date: new Date().toISOString(), mode: args.mode, backend: args.backend, tokens, rows });
   if (!same) process.exitCode = 1;
 } finally {
