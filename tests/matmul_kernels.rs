@@ -102,7 +102,8 @@ fn gathered(ctx: &webnn_wgpu::backend::webgpu::Context, rng: &mut Rng, data_type
     }
 }
 
-/// The workgroups of each launch a float32 `[m, k] x [k, n]` lowers to on a large GPU.
+/// The workgroups of each launch a float32 `[m, k] x [k, n]` lowers to on a large GPU (as the
+/// overrides force it).
 fn gpu_launches(m: u32, k: u32, n: u32) -> Vec<u64> {
     let d = |s: Vec<u32>| OperandDescriptor::new(DataType::Float32, s);
     let (a, b, out) = (d(vec![m, k]), d(vec![k, n]), d(vec![m, n]));
@@ -117,11 +118,6 @@ fn gpu_launches(m: u32, k: u32, n: u32) -> Vec<u64> {
 #[test]
 fn every_kernel_variant_against_reference() {
     let mut rng = Rng::new(21);
-    // On a large GPU, 1024^3 makes 64 of the largest tiles: K is split 4 ways (256 workgroups)
-    // and a second launch adds the shares; 4096^3 makes enough tiles unsplit.
-    let split = gpu_launches(1024, 1024, 1024);
-    assert_eq!((split.len(), split[0]), (2, 256), "1024^3: {split:?}");
-    assert_eq!(gpu_launches(4096, 4096, 4096), vec![1024]);
     // The adapter's own choice first, then forced shapes.
     run_all(&mut rng);
     let ctx = context();

@@ -9,9 +9,10 @@
 //! - tiled (`tiles.rs`; M, N >= 16), on a GPU: register-blocked tiles of A and B in workgroup
 //!   memory, loaded in quads (vec4 for aligned float32), each invocation accumulating a `tm x tn`
 //!   block in vec4 registers with the k-loop unrolled; no bounds checks when M, N, K divide the
-//!   tile. 128x128 tiles (8x8 per invocation) when they give enough workgroups; else, where the
-//!   tiles divide the product, the same tiles with K shared by several workgroups (partial sums
-//!   added by a second launch); else 64x64.
+//!   tile. 128x128 tiles (8x8 per invocation) when they give enough workgroups, else 64x64.
+//!   Forced (`WEBNN_WGPU_MATMUL_SPLITS`, natively: the WGSL lab's variants), the tiles share K
+//!   over several workgroups and a second launch adds the partial sums: for products with too
+//!   few large tiles (1024^3), not chosen by default until a GPU run has timed it.
 //! - registers (`registers.rs`; M, N >= 16, and M <= 8 with B contiguous along N), on a CPU-
 //!   emulated adapter (SwiftShader, llvmpipe: a workgroup's invocations are SIMD lanes of a CPU
 //!   thread, barriers and workgroup memory are slow, caches are large): no workgroup memory, each
@@ -256,10 +257,7 @@ enum Kernel {
     Regs(Regs),
 }
 
-/// Workgroups a split of K aims for (two per compute unit of a large GPU), each share at least
-/// `SPLIT_MIN_K` deep, the partial sums at most `SPLIT_MAX_SCRATCH` bytes.
-const SPLIT_GROUPS: u64 = 256;
-const SPLIT_MIN_K: u32 = 256;
+/// The most bytes of partial sums a split of K may write.
 const SPLIT_MAX_SCRATCH: u64 = 64 << 20;
 
 /// The largest tile is taken when it still gives this many workgroups (a GPU has up to ~150
@@ -523,17 +521,6 @@ impl Product<'_> {
             return Kernel::Tiles(BROWSER_LARGE_TILES, 1);
         }
         let fitting: Vec<Tiles> = GPU_TILES.iter().copied().filter(|t| t.fits(d)).collect();
-        // Too few of the largest tiles for the GPU: K shared out among more of them, when that
-        // gives enough workgroups, rather than smaller tiles (less reuse of each load).
-        if let Some(&t) = fitting.first() {
-            let (tiles, mut splits) = (groups(&t), 1u32);
-            while tiles * (splits as u64) < SPLIT_GROUPS && self.k / (2 * splits) >= SPLIT_MIN_K && self.splits_fit(&t, 2 * splits) {
-                splits *= 2;
-            }
-            if tiles < GPU_MIN_GROUPS && tiles * splits as u64 >= GPU_MIN_GROUPS {
-                return Kernel::Tiles(t, splits);
-            }
-        }
         // WebGPU's minimum limits (256 invocations, 16 KiB) fit every listed shape; the register
         // kernel (64 invocations, no workgroup memory) would fit any device.
         let t = fitting.iter().copied().find(|t| groups(t) >= GPU_MIN_GROUPS).or(fitting.last().copied());
@@ -544,7 +531,7 @@ impl Product<'_> {
     /// share a whole number of k-steps, the partial sums within [`SPLIT_MAX_SCRATCH`].
     fn splits_fit(&self, t: &Tiles, splits: u32) -> bool {
         let scratch = self.out.element_count() * splits as u64 * 4;
-        self.m % t.bm() == 0 && self.n % t.bn() == 0 && self.k % (t.bk * splits) == 0 && scratch <= SPLIT_MAX_SCRATCH
+        self.m.is_multiple_of(t.bm()) && self.n.is_multiple_of(t.bn()) && self.k.is_multiple_of(t.bk * splits) && scratch <= SPLIT_MAX_SCRATCH
     }
 
     /// `main` wrote `splits` partial sums of every output to scratch 0 (float32, one output's
