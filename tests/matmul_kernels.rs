@@ -4,8 +4,9 @@
 //! tests). Shapes that divide the tiles (unchecked loads) and ones that do not, M = 1, N = 1,
 //! K = 1, broadcast batches, K split over workgroups, float16 with even and odd N, gemm
 //! transposes with `c`. The GPU GEMV and dot kernels run with their subgroup reduction (when the
-//! adapter has subgroups) and with `WEBNN_WGPU_SUBGROUPS=0` (workgroup memory only). Each variant also reads a B gathered from a
-//! stack in place (matmul and gemm with bTranspose, as the MoE token graph applies its experts).
+//! adapter has subgroups) and with `WEBNN_WGPU_SUBGROUPS=0` (workgroup memory only). Each
+//! variant also reads a B gathered from a stack in place (matmul and gemm with bTranspose, as the
+//! MoE token graph applies its experts).
 #![cfg(not(target_arch = "wasm32"))] // native: `wasm-pack test` builds every test target for wasm32
 
 mod common;

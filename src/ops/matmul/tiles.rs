@@ -83,10 +83,11 @@ impl Product<'_> {
             }
         });
         let (qm, qn) = (t.tm / 4, t.tn / 4);
-        let put = if splits > 1 { "store_part" } else { "store" };
-        // The split's share of K; its workgroups are the tile's neighbours.
-        let (split, gi, part, k_start, k_end) = if splits > 1 {
+        // The split's share of K (its workgroups are the tile's neighbours), stored unfinished.
+        let (put, split, gi, part, k_start, k_end) = if splits > 1 {
+            src += &format!("fn store_part(c: vec4<f32>, row: u32, col: u32, o: u32) {{ out4[(o + row * {n}u + col) >> 2u] = c; }}\n");
             (
+                "store_part",
                 format!("    let split = g % {splits}u;\n    let gt = g / {splits}u;\n"),
                 "gt",
                 format!("split * {}u + ", self.out.element_count()),
@@ -94,11 +95,8 @@ impl Product<'_> {
                 format!("split * {kc}u + {kc}u"),
             )
         } else {
-            (String::new(), "g", String::new(), "0u".into(), format!("{k}u"))
+            ("store", String::new(), "g", String::new(), "0u".into(), format!("{k}u"))
         };
-        if splits > 1 {
-            src += &format!("fn store_part(c: vec4<f32>, row: u32, col: u32, o: u32) {{ out4[(o + row * {n}u + col) >> 2u] = c; }}\n");
-        }
         let mut acc = String::new();
         let mut compute = String::new();
         let mut store = String::new();
